@@ -1,0 +1,28 @@
+# The two commands of the README. Each creates the virtual environment and
+# installs the project on first use (again whenever setup.cfg or setup.py
+# changes), so they work from a fresh clone on a machine with Python 3.11+.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install
+
+$(BIN)/.installed: setup.cfg setup.py
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed, found " + sys.version.split()[0] + ": run make PYTHON=python3.11 ...")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/.installed
+
+## run: the whole service on the embedded defaults (SQLite + file broker), no server needed.
+## `webhooks dev` migrates too; PORT (default 5000) and WEBHOOKS_* variables pass through.
+run: $(BIN)/.installed
+	$(BIN)/webhooks db upgrade
+	$(BIN)/webhooks dev
+
+## test: the whole test suite (needs the machine's PostgreSQL and Redis; see README).
+## Two pytest-xdist workers, each with its own test database and Redis db: most tests wait on I/O.
+test: $(BIN)/.installed
+	$(BIN)/python -m pytest -n 2 --dist loadfile

@@ -1,0 +1,213 @@
+"""``python -m benchmarks``: run the scenarios, print a table, write the figures as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from .scenarios import ORDER
+
+DEFAULT_DATABASE_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/webhooks_bench"
+DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/14"
+DEFAULT_POOLS = "prefork:2,threads:16"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark the webhook service against the PostgreSQL and Redis in "
+                    "WEBHOOKS_DATABASE_URL / WEBHOOKS_BROKER_URL (defaults: "
+                    f"{DEFAULT_DATABASE_URL}, {DEFAULT_BROKER_URL}). It empties that "
+                    "database's tables and that Redis db.")
+    parser.add_argument("--quick", action="store_true",
+                        help="tiny sizes and 1 repeat: the seconds-long smoke run CI uses")
+    parser.add_argument("--scenarios", default=",".join(ORDER),
+                        help=f"comma-separated, from: {', '.join(ORDER)} (default: all)")
+    parser.add_argument("--repeats", type=int, help="runs per scenario (default 3; 1 with --quick)")
+    parser.add_argument("--pools", help="pools for ceiling and throughput, e.g. "
+                        f"prefork:2,prefork:4,threads:16 (default {DEFAULT_POOLS}; "
+                        "the Procfile's with --quick)")
+    parser.add_argument("--scenario-pool",
+                        help="pool for emit..punctuality workers (default: the Procfile's)")
+    parser.add_argument("--deliveries", type=int, help="deliveries per throughput run (20000)")
+    parser.add_argument("--backlog", type=int, help="deliveries in the backlog (100000)")
+    parser.add_argument("--backlog-countdown-fraction", type=float,
+                        help="share of the backlog riding countdown messages (0.8)")
+    parser.add_argument("--backlog-wait", type=float,
+                        help="seconds from seeding until the backlog falls due (600)")
+    parser.add_argument("--latency-seconds", type=float, help="seconds of paced emitting (20)")
+    parser.add_argument("--isolation-seconds", type=float, help="seconds per isolation phase (20)")
+    parser.add_argument("--rate", type=float,
+                        help="events/s for latency and isolation (default: half the measured "
+                             "throughput of the scenario pool)")
+    parser.add_argument("--output", default="bench-results.json", help="JSON file to write")
+    parser.add_argument("--loglevel", default="INFO", help="workers' log level (as the Procfile)")
+    parser.add_argument("--keep-logs", action="store_true", help="keep worker logs after success")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    parser.add_argument("--force", action="store_true",
+                        help="allow a database without 'bench'/'test' in its name, or Redis db 0")
+    return parser.parse_args(argv)
+
+
+def build_options(args: argparse.Namespace):
+    from .context import FULL, QUICK, Options, PoolConfig, procfile_pool, replace_sizes
+
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    unknown = set(scenarios) - set(ORDER)
+    if unknown:
+        raise SystemExit(f"unknown scenarios: {', '.join(sorted(unknown))}; choose from {ORDER}")
+    scenario_pool = (PoolConfig.parse(args.scenario_pool) if args.scenario_pool
+                     else procfile_pool())
+    pools_text = args.pools or (f"{scenario_pool.pool}:{scenario_pool.concurrency}"
+                                if args.quick else DEFAULT_POOLS)
+    sizes = replace_sizes(
+        QUICK if args.quick else FULL,
+        throughput_deliveries=args.deliveries, backlog_deliveries=args.backlog,
+        backlog_countdown_fraction=args.backlog_countdown_fraction, backlog_wait=args.backlog_wait,
+        latency_seconds=args.latency_seconds, isolation_seconds=args.isolation_seconds,
+    )
+    return Options(
+        database_url=os.environ["WEBHOOKS_DATABASE_URL"],
+        broker_url=os.environ["WEBHOOKS_BROKER_URL"],
+        scenarios=[s for s in ORDER if s in scenarios],
+        repeats=args.repeats or (1 if args.quick else 3),
+        pools=[PoolConfig.parse(p) for p in pools_text.split(",") if p.strip()],
+        scenario_pool=scenario_pool,
+        sizes=sizes,
+        quick=args.quick,
+        loglevel=args.loglevel,
+        output=Path(args.output),
+        rate=args.rate,
+    )
+
+
+def run_scenarios(ctx, save) -> list[str]:
+    """Run each selected scenario once (ceiling and throughput together); returns the failures.
+
+    ``save()`` is called after each scenario, so an interrupted run keeps what it measured.
+    """
+    from .scenarios import module_for
+
+    failed = []
+    done_modules = set()
+    for name in ctx.options.scenarios:
+        module = module_for(name)
+        if module.__name__ in done_modules:
+            continue
+        done_modules.add(module.__name__)
+        print(f"== {name}", flush=True)
+        started = time.monotonic()
+        try:
+            module.run(ctx)
+        except Exception as exc:  # noqa: BLE001 - report it, run the other scenarios
+            traceback.print_exc()
+            ctx.results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+            failed.append(name)
+        print(f"   ({time.monotonic() - started:.0f} s)", flush=True)
+        save()
+    return failed
+
+
+def collect_rows(results: dict) -> list:
+    """The table's rows, scenario by scenario; a failed scenario shows its error."""
+    from .scenarios import Row, module_for
+
+    rows, seen = [], set()
+    good = {name: value for name, value in results.items() if "error" not in value}
+    for name in ORDER:
+        if "error" in results.get(name, {}):
+            rows.append(Row(name, "failed", results[name]["error"][:60]))
+            continue
+        module = module_for(name)
+        if module.__name__ not in seen:
+            seen.add(module.__name__)
+            rows.extend(module.rows(good))
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # Set before any webhooks module is imported: the settings and the Celery app read them once.
+    os.environ.setdefault("WEBHOOKS_DATABASE_URL", DEFAULT_DATABASE_URL)
+    os.environ.setdefault("WEBHOOKS_BROKER_URL", DEFAULT_BROKER_URL)
+    options = build_options(args)
+
+    from . import services
+
+    if not args.force:
+        services.check_targets(options.database_url, options.broker_url)
+    services.ensure_database(options.database_url)
+    with services.exclusive_run(options.database_url):  # nothing is emptied before this
+        return run(options, args)
+
+
+def run(options, args) -> int:
+    """The run proper: start the receiver, run the scenarios, save and print the figures."""
+    from webhooks.config import get_settings
+
+    from . import report, services
+    from .context import Context
+    from .processes import Registry
+    from .receiver import start_receiver
+
+    services.flush_broker(options.broker_url)
+    log_dir = Path(tempfile.mkdtemp(prefix="webhooks-bench-"))
+    print(f"database {options.database_url}, broker {options.broker_url}, logs in {log_dir}",
+          flush=True)
+    started = time.time()
+    meta = {
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "quick": options.quick,
+        "repeats": options.repeats,
+        "scenarios": options.scenarios,
+        "pools": [p.label for p in options.pools],
+        "scenario_pool": options.scenario_pool.label,
+        "sizes": dataclasses.asdict(options.sizes),
+        "machine": report.machine(services.server_versions(options.database_url,
+                                                           options.broker_url)),
+    }
+    results: dict = {}
+
+    def save(final: bool = False) -> None:
+        meta["seconds"] = round(time.time() - started, 1)
+        meta["load_average_at_end"] = list(os.getloadavg())
+        meta["complete"] = final
+        report.write_json(options.output, {"meta": meta, "scenarios": results})
+
+    try:
+        with Registry() as registry:
+            receiver = start_receiver(registry, service_name=get_settings().service_name,
+                                      log_dir=log_dir)
+            ctx = Context(options, registry, receiver, log_dir, results)
+            failed = run_scenarios(ctx, save)
+    except (KeyboardInterrupt, SystemExit) as exc:
+        meta["interrupted"] = True
+        save()
+        print(f"\ninterrupted; every process it started is stopped. What was measured is in "
+              f"{options.output}; logs in {log_dir}", file=sys.stderr)
+        return 130 if isinstance(exc, KeyboardInterrupt) else 143
+    finally:
+        services.flush_broker(options.broker_url)
+
+    meta["failed"] = failed
+    save(final=True)
+    rows = collect_rows(results)
+    print()
+    print(report.table(rows))
+    if args.markdown:
+        print()
+        print(report.markdown(rows))
+    print(f"\nwrote {options.output}", flush=True)
+    if failed:
+        print(f"failed scenarios: {', '.join(failed)}; logs kept in {log_dir}", file=sys.stderr)
+        return 1
+    if not args.keep_logs:
+        shutil.rmtree(log_dir, ignore_errors=True)
+    return 0

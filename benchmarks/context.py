@@ -1,0 +1,203 @@
+"""What every scenario is given: the options, the receiver, and how to start workers.
+
+Sizes come in two sets: FULL (the issue's figures) and QUICK (the seconds-long
+CI smoke run). Durations are seconds, rates are per second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import services
+from .processes import (BEAT_MARK, READY_MARK, ROOT, ManagedProcess, Registry, start_beat,
+                        start_worker)
+from .receiver import ReceiverClient
+
+__all__ = ["PoolConfig", "Sizes", "FULL", "QUICK", "Options", "Context", "procfile_pool"]
+
+
+STARTUP_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    """A worker pool and its concurrency, written ``prefork:2``."""
+
+    pool: str
+    concurrency: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.pool}-{self.concurrency}"
+
+    @classmethod
+    def parse(cls, text: str) -> "PoolConfig":
+        pool, _, concurrency = text.strip().partition(":")
+        if pool not in ("prefork", "threads", "gevent", "eventlet", "solo") or not concurrency.isdigit():
+            raise ValueError(f"a pool is written like prefork:2 or threads:16, got {text!r}")
+        return cls(pool, int(concurrency))
+
+
+def procfile_pool(path: Path = ROOT / "Procfile") -> PoolConfig:
+    """The pool and concurrency of the Procfile's ``worker:`` entry (prefork:2 if not found)."""
+    try:
+        line = next(l for l in path.read_text().splitlines() if l.startswith("worker:"))
+    except (OSError, StopIteration):
+        return PoolConfig("prefork", 2)
+    pool = re.search(r"(?:--pool[= ]|-P ?)(\w+)", line)
+    concurrency = re.search(r"(?:--concurrency[= ]|-c ?)(\d+)", line)
+    return PoolConfig(pool.group(1) if pool else "prefork",
+                      int(concurrency.group(1)) if concurrency else 2)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """How big each scenario is."""
+
+    throughput_deliveries: int = 20_000  # per run, to one fast subscription
+    emit_calls: int = 2_000  # emit_event calls with 1 subscription (and bare publishes)
+    fanout_calls: int = 100  # emit_event calls with 100 subscriptions
+    fanout_subscriptions: int = 100
+    latency_seconds: float = 20.0  # how long events are emitted at the paced rate
+    latency_fallback_rate: float = 100.0  # events/s when no throughput was measured this run
+    isolation_seconds: float = 20.0
+    isolation_timeout: float = 2.0  # WEBHOOKS_TIMEOUT of the isolation worker
+    isolation_drain_cap: float = 30.0  # s after the last emit to wait for the healthy ones
+    backlog_deliveries: int = 100_000
+    backlog_countdown_fraction: float = 0.8  # the rest are parked (no broker message)
+    # s from seeding until the backlog falls due: long enough to publish 80,000 messages
+    # on a busy 2-core machine and measure, short of the broker's visibility timeout (915 s)
+    backlog_wait: float = 600.0
+    backlog_measure_seconds: float = 20.0
+    backlog_fresh_rate: float = 50.0  # fresh events/s meanwhile, if no throughput was measured
+    punctuality_deliveries: int = 20
+    punctuality_ladder: tuple[int, ...] = (2, 4, 8)
+    punctuality_countdown_limit: int = 3
+    sweep_interval: float = 1.0  # WEBHOOKS_SWEEP_INTERVAL where a scenario runs beat
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    throughput_deliveries=200, emit_calls=100, fanout_calls=5, latency_seconds=1.0,
+    latency_fallback_rate=50.0, isolation_seconds=1.0, isolation_drain_cap=2.0,
+    backlog_deliveries=1_000, backlog_wait=40.0, backlog_measure_seconds=2.0,
+    backlog_fresh_rate=20.0, punctuality_deliveries=3, punctuality_ladder=(1, 2),
+    punctuality_countdown_limit=1,
+)
+
+
+@dataclass
+class Options:
+    """The command line, resolved."""
+
+    database_url: str
+    broker_url: str
+    scenarios: list[str]
+    repeats: int
+    pools: list[PoolConfig]
+    scenario_pool: PoolConfig
+    sizes: Sizes
+    quick: bool = False
+    loglevel: str = "INFO"
+    output: Path = Path("bench-results.json")
+    rate: float | None = None  # events/s for the paced scenarios; None: half the measured maximum
+
+
+@dataclass
+class Context:
+    """Shared by the scenarios of one run."""
+
+    options: Options
+    registry: Registry
+    receiver: ReceiverClient
+    log_dir: Path
+    results: dict = field(default_factory=dict)
+
+    @property
+    def sizes(self) -> Sizes:
+        return self.options.sizes
+
+    def env(self, **overrides) -> dict[str, str]:
+        """The environment of a worker or beat: this run's database and broker, loopback allowed."""
+        env = dict(os.environ)
+        env.update({
+            "WEBHOOKS_DATABASE_URL": self.options.database_url,
+            "WEBHOOKS_BROKER_URL": self.options.broker_url,
+            "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
+            "WEBHOOKS_DATA_DIR": str(self.log_dir / "data"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])),
+        })
+        env.update({name: str(value) for name, value in overrides.items()})
+        return env
+
+    def reset(self) -> None:
+        """Empty the database's tables, the broker's db and the receiver. No worker may be running."""
+        services.flush_broker(self.options.broker_url)
+        services.truncate_tables(self.options.database_url)
+        self.receiver.reset()
+
+    def start_worker(self, config: PoolConfig, name: str, **env) -> ManagedProcess:
+        """A service worker (``celery -A worker worker``) with this pool."""
+        return start_worker(self.registry, name=name, env=self.env(**env), log_dir=self.log_dir,
+                            pool=config.pool, concurrency=config.concurrency,
+                            loglevel=self.options.loglevel)
+
+    def start_ceiling_worker(self, config: PoolConfig, path: str, name: str = "ceiling"):
+        """A worker of the bare ceiling task, posting to the receiver's ``path``."""
+        from .ceiling_app import QUEUE
+
+        env = self.env(BENCH_CEILING_URL=self.receiver.url(path))
+        return start_worker(self.registry, name=name, env=env, log_dir=self.log_dir,
+                            app="benchmarks.ceiling_app", queues=QUEUE, pool=config.pool,
+                            concurrency=config.concurrency, loglevel=self.options.loglevel)
+
+    def start_worker_and_beat(self, config: PoolConfig, name: str,
+                              **env) -> tuple[ManagedProcess, ManagedProcess]:
+        """A service worker and beat (the sweep) with the same environment, started side by side."""
+        worker = start_worker(self.registry, name=name, env=self.env(**env), log_dir=self.log_dir,
+                              pool=config.pool, concurrency=config.concurrency,
+                              loglevel=self.options.loglevel, wait=False)
+        beat = start_beat(self.registry, env=self.env(**env), log_dir=self.log_dir,
+                          loglevel=self.options.loglevel, wait=False)
+        worker.wait_for_log(READY_MARK, STARTUP_TIMEOUT_S)
+        beat.wait_for_log(BEAT_MARK, STARTUP_TIMEOUT_S)
+        return worker, beat
+
+    def stop(self, *processes: ManagedProcess, grace: float = 0.0) -> None:
+        """Stop workers or beat; by default at once (SIGKILL).
+
+        Every scenario empties the broker and the database before its next
+        run, so nothing a worker holds is needed; a warm shutdown would only
+        add seconds (and requeue every countdown message of the backlog).
+        """
+        for process in processes:
+            if process is not None:
+                self.registry.stop(process, grace)
+
+    def measured_rate(self, config: PoolConfig) -> float | None:
+        """The median sustained deliveries/s measured this run for ``config``, if any."""
+        configs = self.results.get("throughput", {}).get("configs", {})
+        return (configs.get(config.label, {}).get("rate_per_s") or {}).get("median")
+
+    def paced_rate(self, fallback: float | None = None) -> tuple[float, str]:
+        """Events/s for the paced scenarios: half the sustained maximum, and where it came from.
+
+        Without ``--rate`` and without a throughput figure for the scenario
+        pool in this run, ``fallback`` (default ``latency_fallback_rate``).
+        """
+        if self.options.rate:
+            return self.options.rate, "given with --rate"
+        measured = self.measured_rate(self.options.scenario_pool)
+        if measured:
+            pool = self.options.scenario_pool.label
+            return measured / 2, f"half of {measured:.0f}/s measured with {pool}"
+        rate = fallback if fallback is not None else self.sizes.latency_fallback_rate
+        return rate, "fallback (throughput not measured in this run)"
+
+
+def replace_sizes(sizes: Sizes, **changes) -> Sizes:
+    return dataclasses.replace(sizes, **{k: v for k, v in changes.items() if v is not None})

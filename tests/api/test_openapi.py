@@ -1,0 +1,139 @@
+"""The OpenAPI document: served, complete (every route and method), errors documented."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from web import create_app
+from web.openapi import build_openapi
+
+PREFIX = "/api/webhooks/"
+ERROR_REF = {"$ref": "#/components/schemas/Error"}
+
+
+@pytest.fixture(scope="module")
+def app():
+    return create_app({"TESTING": True})
+
+
+@pytest.fixture(scope="module")
+def document(app):
+    response = app.test_client().get("/api/webhooks/openapi.json")
+    assert response.status_code == 200
+    assert response.mimetype == "application/json"
+    return response.get_json()
+
+
+def _flask_routes(app) -> dict[str, set[str]]:
+    routes: dict[str, set[str]] = {}
+    for rule in app.url_map.iter_rules():
+        if rule.rule.startswith(PREFIX):
+            path = re.sub(r"<(?:[^:<>]+:)?([^<>]+)>", r"{\1}", rule.rule)
+            routes.setdefault(path, set()).update(
+                m.lower() for m in rule.methods - {"HEAD", "OPTIONS"}
+            )
+    return routes
+
+
+def test_every_route_is_documented_with_its_methods(app, document):
+    routes = _flask_routes(app)
+    documented = {path: set(ops) for path, ops in document["paths"].items()}
+    assert documented == routes
+    assert len(routes) == 11  # the contract's routes and this document
+
+
+def test_the_document_is_openapi_3(document):
+    assert document["openapi"].startswith("3.")
+    assert document["info"]["title"] and document["info"]["version"]
+    assert document["components"]["securitySchemes"]["bearerAuth"] == {
+        "type": "http", "scheme": "bearer", "description": "the account's API key",
+    }
+    assert document["security"] == [{"bearerAuth": []}]
+
+
+def _operations(document):
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            yield path, method, operation
+
+
+def test_every_operation_documents_its_errors(document):
+    public = {"/api/webhooks/events/samples", "/api/webhooks/event-types",
+              "/api/webhooks/openapi.json"}
+    for path, method, operation in _operations(document):
+        responses = operation["responses"]
+        assert any(code.startswith("2") for code in responses), (path, method)
+        for code, response in responses.items():
+            if not code.startswith("2"):
+                assert response["content"]["application/json"]["schema"] == ERROR_REF
+        assert "500" in responses
+        if path in public:
+            assert operation["security"] == [] and "401" not in responses
+        else:
+            assert "security" not in operation and "401" in responses
+        if "{" in path:
+            assert "404" in responses
+        if "requestBody" in operation:
+            assert {"400", "413"} <= set(responses)
+    replay = document["paths"]["/api/webhooks/deliveries/{delivery_id}/replay"]["post"]
+    assert "not_replayable" in replay["responses"]["409"]["description"]
+    samples = document["paths"]["/api/webhooks/events/samples"]["get"]
+    assert "unknown_event_type" in samples["responses"]["400"]["description"]
+
+
+def test_the_resource_schemas_match_the_contract(document):
+    schemas = document["components"]["schemas"]
+    subscription = schemas["Subscription"]
+    assert set(subscription["required"]) == {
+        "id", "url", "event_types", "description", "status", "consecutive_failures",
+        "paused_at", "created_at",
+    }
+    assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"]) | {
+        "secret"
+    }
+    assert set(schemas["Delivery"]["required"]) == {
+        "id", "event_id", "event_type", "subscription_id", "status", "attempt_count",
+        "next_attempt_at", "replay_of", "created_at", "attempts",
+    }
+    assert schemas["Delivery"]["properties"]["status"]["enum"] == [
+        "pending", "paused", "done", "failed", "dead",
+    ]
+    assert {"number", "started_at", "duration_ms", "status_code", "error", "outcome"} <= set(
+        schemas["Attempt"]["required"]
+    )
+    assert set(schemas["Error"]["properties"]) == {"error"}
+    assert len(schemas["Envelope"]["oneOf"]) == 15
+
+
+def test_patterns_are_anchored_ecma_regexes(document):
+    patterns = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "pattern" and isinstance(value, str):
+                    patterns.append(value)
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(document)
+    assert patterns
+    for pattern in patterns:
+        assert pattern.startswith("^") and r"\Z" not in pattern
+        re.compile(pattern)
+
+
+def test_an_undocumented_route_is_refused():
+    app = create_app({"TESTING": True})
+
+    @app.get("/api/webhooks/secret-route")
+    def secret_route():
+        return {}
+
+    with pytest.raises(RuntimeError, match="secret-route"):
+        build_openapi(app)

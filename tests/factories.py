@@ -1,0 +1,36 @@
+"""Small helpers that create rows through the core, for tests."""
+
+from __future__ import annotations
+
+from webhooks.accounts import create_account, new_signing_secret
+from webhooks.db import session_scope
+from webhooks.models import Subscription, new_id, utcnow
+
+
+def make_account(name: str = "acme") -> tuple[str, str]:
+    """Create an account; returns (account_id, api_key)."""
+    with session_scope() as session:
+        account, key = create_account(session, name)
+        return account.id, key
+
+
+def make_subscription(account_id: str, url: str, event_types=None, status="active") -> Subscription:
+    """Create a subscription row directly (the HTTP API is tested on its own)."""
+    with session_scope() as session:
+        subscription = Subscription(
+            id=new_id(), account_id=account_id, url=url, secret=new_signing_secret(),
+            event_types=event_types, status=status, consecutive_failures=0,
+            created_at=utcnow(),
+        )
+        session.add(subscription)
+    return subscription
+
+
+class Published(list):
+    """Deliver messages captured instead of sent; ``settled()`` waits for the background publisher."""
+
+    def settled(self) -> "Published":
+        from webhooks import publisher
+
+        assert publisher.flush(10), "the background publisher did not drain in 10 s"
+        return self

@@ -1,0 +1,59 @@
+"""A raw TCP server that reads one HTTP request per connection and then misbehaves as told."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from typing import Callable
+
+
+class RawServer:
+    """Calls ``behaviour(conn)`` after reading each request; counts requests received."""
+
+    def __init__(self, behaviour: Callable[[socket.socket], None], host: str = "127.0.0.1"):
+        self.behaviour = behaviour
+        self.requests = 0
+        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((host, 0))
+        self._sock.listen(16)
+        self.port = self._sock.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket):
+        try:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            head, _, rest = data.partition(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            while len(rest) < length:
+                rest += conn.recv(65536)
+            self.requests += 1
+            self.behaviour(conn)
+        except OSError:
+            pass
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self._closed = True
+        self._sock.close()

@@ -1,0 +1,75 @@
+"""Reach the machine's real PostgreSQL and Redis, or skip (locally) / fail (CI) saying why."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Under pytest-xdist each worker process ("gw0", "gw1", ...) gets its own
+# database and Redis db, so parallel tests never truncate or flush each other's.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_WORKER_INDEX = int(XDIST_WORKER[2:]) if XDIST_WORKER.startswith("gw") else 0
+
+PG_ADMIN_URL = os.environ.get(
+    "WEBHOOKS_TEST_PG_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+)
+PG_TEST_DB = os.environ.get("WEBHOOKS_TEST_PG_DATABASE", "webhooks_test") + (
+    f"_{XDIST_WORKER}" if XDIST_WORKER else ""
+)
+PG_URL = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_TEST_DB
+
+
+def _redis_url(base: str, offset: int) -> str:
+    """``base`` with its db number lowered by ``offset`` (13, 12, ... for gw0, gw1, ...)."""
+    prefix, _, number = base.rpartition("/")
+    return f"{prefix}/{int(number) - offset}"
+
+
+REDIS_URL = _redis_url(
+    os.environ.get("WEBHOOKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"), _WORKER_INDEX
+)
+
+
+def unavailable(what: str, error: Exception) -> None:
+    """Skip with the reason, unless CI is set: then the missing server fails the run."""
+    message = f"{what} is not reachable ({type(error).__name__}: {error})"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; CI is set, so this test must not be skipped", pytrace=False)
+    pytest.skip(f"{message}; start it or set CI to make this a failure")
+
+
+def check_postgres() -> None:
+    import sqlalchemy
+
+    try:
+        engine = sqlalchemy.create_engine(PG_ADMIN_URL, connect_args={"connect_timeout": 3})
+        with engine.connect() as connection:
+            connection.exec_driver_sql("SELECT 1")
+        engine.dispose()
+    except Exception as exc:  # noqa: BLE001
+        unavailable(f"PostgreSQL at {PG_ADMIN_URL}", exc)
+
+
+def check_redis() -> None:
+    import redis
+
+    try:
+        redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3).ping()
+    except Exception as exc:  # noqa: BLE001
+        unavailable(f"Redis at {REDIS_URL}", exc)
+
+
+def recreate_database() -> None:
+    """Drop and create the test database, then migrate it to head."""
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{PG_TEST_DB}' AND pid <> pg_backend_pid()"
+        )
+        connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{PG_TEST_DB}"')
+        connection.exec_driver_sql(f'CREATE DATABASE "{PG_TEST_DB}"')
+    engine.dispose()

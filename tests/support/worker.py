@@ -1,0 +1,83 @@
+"""Real Celery worker processes (with embedded beat) for integration tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class WorkerProcess:
+    """``celery -A worker worker`` (with embedded beat unless ``beat=False``) in its own
+    process group, with the given environment."""
+
+    def __init__(self, env: dict[str, str], *, concurrency: int = 2, pool: str = "prefork",
+                 beat: bool = True, loglevel: str = "INFO"):
+        self.env = {**os.environ, **env}
+        self.concurrency = concurrency
+        self.pool = pool
+        self.beat = beat
+        self.loglevel = loglevel
+        self.process: subprocess.Popen | None = None
+        self.folder = Path(tempfile.mkdtemp(prefix="webhooks-worker-"))
+        self.env.setdefault("WEBHOOKS_DATA_DIR", str(self.folder))
+        self.log_path = self.folder / "worker.log"
+
+    def start(self, timeout: float = 30.0) -> "WorkerProcess":
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (several can then start at once)."""
+        command = [
+            sys.executable, "-m", "celery", "-A", "worker", "worker",
+            "--pool", self.pool, "--concurrency", str(self.concurrency),
+            "--loglevel", self.loglevel, "--without-gossip", "--without-mingle",
+            "--hostname", f"test-{os.getpid()}-{id(self)}-{time.monotonic_ns()}@%h",
+        ]
+        if self.beat:
+            command += ["-B", "--schedule", str(self.folder / "beat-schedule")]
+        log = open(self.log_path, "ab")
+        self._log_offset = self.log_path.stat().st_size
+        self.process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: kill() reaches every child
+        )
+        log.close()
+
+    def wait_ready(self, timeout: float = 30.0) -> "WorkerProcess":
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited early:\n{self.log()}")
+            if b" ready." in self.log_path.read_bytes()[self._log_offset:]:
+                return self
+            time.sleep(0.1)
+        raise RuntimeError(f"worker did not become ready in {timeout} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-5000:]
+
+    def kill(self) -> None:
+        """SIGKILL the whole worker: main process, pool children and beat."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()

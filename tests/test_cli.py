@@ -1,0 +1,76 @@
+"""The `webhooks` command line on the embedded SQLite default, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from webhooks.samples import sample_data
+
+
+def run(*args, cwd, extra_env=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")}
+    env.update(extra_env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "webhooks.cli", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+    )
+
+
+@pytest.fixture
+def folder(tmp_path):
+    assert run("db", "upgrade", cwd=tmp_path).returncode == 0
+    return tmp_path
+
+
+def test_db_upgrade_is_idempotent_and_creates_the_embedded_database(folder):
+    again = run("db", "upgrade", cwd=folder)
+    assert again.returncode == 0, again.stderr
+    assert (folder / "webhooks-data" / "webhooks.db").exists()
+
+
+def test_accounts_create_prints_id_and_key_once(folder):
+    result = run("accounts", "create", "Acme", cwd=folder)
+    assert result.returncode == 0, result.stderr
+    created = json.loads(result.stdout)
+    assert set(created) == {"id", "api_key"} and created["api_key"].startswith("whk_")
+    database = (folder / "webhooks-data" / "webhooks.db").read_bytes()
+    assert created["api_key"].encode() not in database  # only its hash is stored
+
+
+def test_emit_prints_the_event_id(folder):
+    account = json.loads(run("accounts", "create", "Acme", cwd=folder).stdout)
+    data = json.dumps(sample_data("email.sent"))
+    result = run("emit", account["id"], "email.sent", "--data", data, cwd=folder)
+    assert result.returncode == 0, result.stderr
+    assert len(json.loads(result.stdout)["event_id"]) == 36
+
+
+@pytest.mark.parametrize(
+    "event_type, data, message",
+    [
+        ("email.sent", "{not json", "--data is not valid JSON"),
+        ("email.exploded", "{}", "type"),
+        ("email.sent", '{"message_id": "x"}', "message_id"),
+    ],
+)
+def test_emit_rejects_bad_input_with_a_clear_message(folder, event_type, data, message):
+    account = json.loads(run("accounts", "create", "Acme", cwd=folder).stdout)
+    result = run("emit", account["id"], event_type, "--data", data, cwd=folder)
+    assert result.returncode == 2 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_emit_to_an_unknown_account(folder):
+    result = run("emit", "00000000-0000-4000-8000-000000000000", "email.sent",
+                 "--data", json.dumps(sample_data("email.sent")), cwd=folder)
+    assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_a_malformed_setting_stops_the_command_naming_it(folder):
+    result = run("db", "upgrade", cwd=folder, extra_env={"WEBHOOKS_PAUSE_AFTER": "many"})
+    assert result.returncode == 2 and "WEBHOOKS_PAUSE_AFTER" in result.stderr

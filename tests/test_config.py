@@ -1,0 +1,76 @@
+"""Settings from the environment exactly as CONTRACT 1 says; bad values name the variable."""
+
+import pytest
+
+from webhooks.config import load_settings
+from webhooks.errors import ConfigError
+
+
+def test_defaults_are_the_contract_defaults(tmp_path):
+    settings = load_settings({"WEBHOOKS_DATA_DIR": str(tmp_path)})
+    assert settings.retry_delays == (60, 300, 1800, 7200, 43200)
+    assert settings.max_attempts == 6
+    assert settings.pause_after == 25
+    assert settings.service_name == "Service"
+    assert settings.header("Signature") == "X-Service-Signature"
+    assert settings.version == "2026-07-30"
+    assert settings.timeout == 15
+    assert settings.allow_private_targets is False
+    assert settings.countdown_limit == 300
+    assert settings.sweep_interval == 5
+    assert settings.database_url == f"sqlite:///{tmp_path / 'webhooks.db'}"
+    assert settings.is_embedded_database and settings.is_embedded_broker
+
+
+def test_every_variable_is_read():
+    settings = load_settings(
+        {
+            "WEBHOOKS_DATABASE_URL": "postgresql+psycopg2://u@h/d",
+            "WEBHOOKS_BROKER_URL": "redis://h:6379/0",
+            "WEBHOOKS_RETRY_DELAYS": "1, 2,3",
+            "WEBHOOKS_PAUSE_AFTER": "3",
+            "WEBHOOKS_SERVICE_NAME": "Acme",
+            "WEBHOOKS_VERSION": "2027-01-01",
+            "WEBHOOKS_TIMEOUT": "2.5",
+            "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",
+            "WEBHOOKS_COUNTDOWN_LIMIT": "10",
+            "WEBHOOKS_SWEEP_INTERVAL": "0.5",
+        }
+    )
+    assert settings.database_url == "postgresql+psycopg2://u@h/d"
+    assert settings.broker_url == "redis://h:6379/0"
+    assert settings.retry_delays == (1, 2, 3) and settings.max_attempts == 4
+    assert settings.pause_after == 3
+    assert settings.header("Event-Id") == "X-Acme-Event-Id"
+    assert settings.version == "2027-01-01"
+    assert settings.timeout == 2.5
+    assert settings.allow_private_targets is True
+    assert settings.countdown_limit == 10
+    assert settings.sweep_interval == 0.5
+    assert not settings.is_embedded_database and not settings.is_embedded_broker
+
+
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("WEBHOOKS_RETRY_DELAYS", "60,abc"),
+        ("WEBHOOKS_RETRY_DELAYS", "60,-1"),
+        ("WEBHOOKS_PAUSE_AFTER", "0"),
+        ("WEBHOOKS_PAUSE_AFTER", "2.5"),
+        ("WEBHOOKS_TIMEOUT", "fast"),
+        ("WEBHOOKS_TIMEOUT", "-1"),
+        ("WEBHOOKS_TIMEOUT", "nan"),
+        ("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "maybe"),
+        ("WEBHOOKS_VERSION", "July 2026"),
+        ("WEBHOOKS_SERVICE_NAME", "Bad Name"),
+        ("WEBHOOKS_SWEEP_INTERVAL", "0"),
+        ("WEBHOOKS_COUNTDOWN_LIMIT", "-5"),
+    ],
+)
+def test_malformed_values_name_the_variable(name, value):
+    with pytest.raises(ConfigError, match=name):
+        load_settings({name: value})
+
+
+def test_countdown_limit_zero_parks_every_wait():
+    assert load_settings({"WEBHOOKS_COUNTDOWN_LIMIT": "0"}).countdown_limit == 0

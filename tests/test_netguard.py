@@ -1,0 +1,25 @@
+"""The address guard's judgement of resolved addresses (pure)."""
+
+import pytest
+
+from webhooks.netguard import is_public_address
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "127.0.0.1", "127.255.255.254", "10.0.0.1", "172.16.0.1", "172.31.255.255",
+        "192.168.1.1", "169.254.169.254", "169.254.0.1", "100.64.0.1", "0.0.0.0",
+        "224.0.0.1", "255.255.255.255", "192.0.2.1", "198.18.0.1",
+        "::1", "::", "fe80::1", "fe80::1%eth0", "fc00::1", "fd12:3456::1", "ff02::1",
+        "::ffff:127.0.0.1", "::ffff:10.0.0.1", "::ffff:169.254.169.254",
+        "64:ff9b::7f00:1", "2002:7f00:1::1", "2001:db8::1",
+    ],
+)
+def test_non_public_addresses_are_refused(address):
+    assert not is_public_address(address)
+
+
+@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"])
+def test_public_addresses_are_allowed(address):
+    assert is_public_address(address)

@@ -1,0 +1,179 @@
+"""One POST against real local sockets: every way a receiver can misbehave ends cleanly."""
+
+import socket
+import time
+
+import pytest
+
+from tests.support.rawserver import RawServer
+from webhooks.transport import EXCERPT_BYTES, HttpSender
+
+HEADERS = {"Content-Type": "application/json"}
+BODY = b'{"hello":"world"}'
+
+
+@pytest.fixture
+def sender():
+    return HttpSender(timeout=1.5, allow_private=True)
+
+
+def serve(behaviour):
+    server = RawServer(behaviour)
+    return server, f"http://127.0.0.1:{server.port}/hook"
+
+
+def answer(status: int, body: bytes = b"ok", extra: bytes = b""):
+    def behaviour(conn):
+        conn.sendall(
+            b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n%s\r\n" % (status, len(body), extra) + body
+        )
+    return behaviour
+
+
+@pytest.mark.parametrize("status", [200, 204, 400, 410, 429, 500, 503])
+def test_status_code_is_reported(sender, status):
+    server, url = serve(answer(status, b"" if status == 204 else b"ok"))
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code == status and result.error is None
+    server.close()
+
+
+def test_redirect_is_not_followed(sender):
+    target, target_url = serve(answer(200))
+    server, url = serve(answer(302, b"", b"Location: " + target_url.encode() + b"\r\n"))
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code == 302
+    assert target.requests == 0
+    server.close(), target.close()
+
+
+def test_response_excerpt_is_the_first_kib(sender):
+    server, url = serve(answer(500, b"e" * 5000))
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code == 500 and result.excerpt == "e" * EXCERPT_BYTES
+    server.close()
+
+
+def test_hanging_receiver_ends_at_the_timeout(sender):
+    server, url = serve(lambda conn: time.sleep(5))
+    started = time.monotonic()
+    result = sender.post(url, BODY, HEADERS)
+    elapsed = time.monotonic() - started
+    assert result.status_code is None and result.error.startswith("timeout")
+    assert 1.4 < elapsed < 2.5
+    server.close()
+
+
+def test_trickling_headers_end_at_the_timeout(sender):
+    def trickle(conn):
+        for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:
+            conn.sendall(bytes([byte]))
+            time.sleep(0.2)  # each read is quick; the whole response never ends in time
+
+    server, url = serve(trickle)
+    started = time.monotonic()
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code is None and result.error.startswith("timeout")
+    assert time.monotonic() - started < 2.5
+    server.close()
+
+
+def test_trickling_body_ends_at_the_timeout(sender):
+    def trickle(conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
+        for _ in range(1000):
+            conn.sendall(b"x")
+            time.sleep(0.2)
+
+    server, url = serve(trickle)
+    started = time.monotonic()
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code is None and result.error.startswith("timeout")
+    assert time.monotonic() - started < 2.5
+    server.close()
+
+
+def test_ten_megabyte_answer_is_not_read_whole(sender):
+    big = b"y" * (10 * 1024 * 1024)
+    server, url = serve(answer(200, big))
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code == 200 and len(result.excerpt) == EXCERPT_BYTES
+    server.close()
+
+
+def test_garbage_that_is_not_http(sender):
+    server, url = serve(lambda conn: conn.sendall(b"SSH-2.0-OpenSSH\r\n\x00\x01garbage\r\n\r\n"))
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code is None and result.error.startswith("connection error")
+    server.close()
+
+
+def test_connection_closed_mid_response(sender):
+    server, url = serve(lambda conn: conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc"))
+    result = sender.post(url, BODY, HEADERS)
+    assert result.status_code is None and result.error.startswith("connection error")
+    server.close()
+
+
+def test_refused_connection(sender):
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    result = sender.post(f"http://127.0.0.1:{port}/", BODY, HEADERS)
+    assert result == result.__class__(None, "connection refused", result.duration_ms)
+
+
+def test_keep_alive_connection_is_reused(sender):
+    connections = []
+
+    def two_answers(conn):
+        connections.append(conn)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        # keep serving requests on the same connection
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            data += chunk
+        conn.sendall(b"HTTP/1.1 201 OK\r\nContent-Length: 2\r\n\r\nok")
+        time.sleep(0.2)
+
+    server, url = serve(two_answers)
+    assert sender.post(url, BODY, HEADERS).status_code == 200
+    assert sender.post(url, BODY, HEADERS).status_code == 201
+    assert len(connections) == 1
+    server.close()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "2130706433", "0x7f.1", "127.1"])
+def test_guard_refuses_loopback_in_every_spelling(host):
+    server, _ = serve(answer(200))
+    guarded = HttpSender(timeout=1.5, allow_private=False)
+    result = guarded.post(f"http://{host}:{server.port}/hook", BODY, HEADERS)
+    assert result.status_code is None and result.error.startswith("refused")
+    assert server.requests == 0
+    server.close()
+
+
+def test_guard_refuses_ipv6_loopback():
+    try:
+        server = RawServer(answer(200), host="::1")
+    except OSError:
+        pytest.skip("no IPv6 loopback on this machine")
+    guarded = HttpSender(timeout=1.5, allow_private=False)
+    result = guarded.post(f"http://[::1]:{server.port}/hook", BODY, HEADERS)
+    assert result.error.startswith("refused") and server.requests == 0
+    server.close()
+
+
+def test_guard_checks_the_address_on_every_new_connection():
+    """A kept-alive pool must not let a refused host through on a later attempt."""
+    server, _ = serve(answer(200))
+    guarded = HttpSender(timeout=1.5, allow_private=False)
+    for _ in range(2):
+        result = guarded.post(f"http://localhost:{server.port}/", BODY, HEADERS)
+        assert result.error.startswith("refused")
+    assert server.requests == 0
+    server.close()

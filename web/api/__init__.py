@@ -1,0 +1,17 @@
+"""The HTTP API under ``/api/webhooks/``: one blueprint per resource (CONTRACT 5)."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from .prefix import API_PREFIX
+
+__all__ = ["API_PREFIX", "register_api"]
+
+
+def register_api(app: Flask) -> None:
+    """Register every API blueprint on ``app``."""
+    from . import deliveries, events, openapi, subscriptions
+
+    for blueprint in (events.bp, subscriptions.bp, deliveries.bp, openapi.bp):
+        app.register_blueprint(blueprint)

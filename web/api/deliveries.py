@@ -1,0 +1,154 @@
+"""``/api/webhooks/deliveries``: the delivery log, one delivery with its attempts, replay.
+
+Deliveries of a deleted subscription stay listed and readable: they are
+history. Every query is scoped to the calling account.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from flask import Blueprint, Response, url_for
+from sqlalchemy import select
+
+from webhooks import publisher, store
+from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
+
+from ..apidoc import documented
+from ..auth import authenticate, current_account_id
+from ..errors import ApiError
+from ..pagination import decode_cursor, encode_cursor, older_than
+from ..params import canonical_id, load_query
+from ..responses import json_response
+from ..schemas import DeliveryListSchema, DeliveryQuerySchema, DeliverySchema, delivery_resource
+from ..transaction import after_commit, db_session
+from .prefix import API_PREFIX
+
+__all__ = ["bp"]
+
+bp = Blueprint("deliveries", __name__, url_prefix=f"{API_PREFIX}/deliveries")
+bp.before_request(authenticate)
+
+_ONE = DeliverySchema()
+_PAGE = DeliveryListSchema()
+
+# The stored statuses behind each public one: an attempt in flight is still pending.
+_STORED_STATUSES = {
+    "pending": [DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value],
+    "paused": [DeliveryStatus.PAUSED.value],
+    "done": [DeliveryStatus.DONE.value],
+    "failed": [DeliveryStatus.FAILED.value],
+    "dead": [DeliveryStatus.DEAD.value],
+}
+
+_REPLAYABLE = ("failed", "dead")
+
+
+def _attempts_of(delivery_ids: list[str]) -> dict[str, list[Attempt]]:
+    """The attempts of these deliveries, in one query, by delivery id."""
+    by_delivery: dict[str, list[Attempt]] = defaultdict(list)
+    if delivery_ids:
+        rows = db_session().scalars(
+            select(Attempt)
+            .where(Attempt.delivery_id.in_(delivery_ids))
+            .order_by(Attempt.delivery_id, Attempt.number)
+        )
+        for attempt in rows:
+            by_delivery[attempt.delivery_id].append(attempt)
+    return by_delivery
+
+
+def _own(delivery_id: str) -> Delivery:
+    """The caller's delivery with this id, or 404."""
+    found = None
+    canonical = canonical_id(delivery_id)
+    if canonical is not None:
+        found = db_session().scalars(
+            select(Delivery).where(
+                Delivery.id == canonical, Delivery.account_id == current_account_id()
+            )
+        ).first()
+    if found is None:
+        raise ApiError(404, "not_found", "Delivery not found.")
+    return found
+
+
+@bp.get("")
+@documented(
+    "List deliveries",
+    description="Newest first, ordered by (created_at, id). Pass `next_cursor` as `cursor` "
+    "for the next page; it is null on the last page. Filters combine with AND.",
+    query=DeliveryQuerySchema,
+    responses={200: ("A page of deliveries", DeliveryListSchema)},
+    errors={400: "`invalid_cursor`: the cursor is not one this API gave out"},
+)
+def list_page() -> Response:
+    query = load_query(DeliveryQuerySchema())
+    limit = query["limit"]
+    statement = select(Delivery).where(Delivery.account_id == current_account_id())
+    if "subscription_id" in query:
+        statement = statement.where(Delivery.subscription_id == str(query["subscription_id"]))
+    if "event_id" in query:
+        statement = statement.where(Delivery.event_id == str(query["event_id"]))
+    if "event_type" in query:
+        statement = statement.where(Delivery.event_type == query["event_type"])
+    if "status" in query:
+        statement = statement.where(Delivery.status.in_(_STORED_STATUSES[query["status"]]))
+    if "cursor" in query:
+        created_at, row_id = decode_cursor(query["cursor"])
+        statement = statement.where(
+            older_than(Delivery.created_at, Delivery.id, created_at, row_id)
+        )
+    # One row more than the page tells whether another page follows.
+    rows = db_session().scalars(
+        statement.order_by(Delivery.created_at.desc(), Delivery.id.desc()).limit(limit + 1)
+    ).all()
+    page = rows[:limit]
+    attempts = _attempts_of([delivery.id for delivery in page])
+    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
+    return json_response(
+        _PAGE,
+        {
+            "data": [delivery_resource(d, attempts[d.id]) for d in page],
+            "next_cursor": next_cursor,
+        },
+    )
+
+
+@bp.get("/<delivery_id>")
+@documented("Get a delivery", responses={200: ("The delivery with its attempts", DeliverySchema)})
+def get(delivery_id: str) -> Response:
+    delivery = _own(delivery_id)
+    attempts = _attempts_of([delivery.id])[delivery.id]
+    return json_response(_ONE, delivery_resource(delivery, attempts))
+
+
+@bp.post("/<delivery_id>/replay")
+@documented(
+    "Replay a delivery",
+    description="A new delivery of the same event to the same subscription (attempts from 1, "
+    "`replay_of` set); the original stays as it was. Only a `failed` or `dead` delivery can "
+    "be replayed. While the subscription is paused the replay waits as `paused`.",
+    responses={202: ("The new delivery", DeliverySchema)},
+    errors={409: "`not_replayable`: the delivery is not failed or dead, "
+                 "or its subscription was deleted"},
+)
+def replay(delivery_id: str) -> Response:
+    original = _own(delivery_id)
+    shown = DeliveryStatus(original.status).public
+    if shown not in _REPLAYABLE:
+        # Checked here as well as in the store so the message names the public
+        # status: the store's would say "sending" for an attempt in flight.
+        raise ApiError(
+            409,
+            "not_replayable",
+            f"Only failed or dead deliveries can be replayed; this one is {shown}.",
+        )
+    replayed = store.replay_delivery(db_session(), original, utcnow())
+    if replayed.status == DeliveryStatus.PENDING.value:
+        # Like emit_event: handed to the background publisher after the commit,
+        # so the request never waits for the broker (a refused message is parked).
+        item = store.Dispatch(replayed.id, 0)
+        after_commit(lambda: publisher.submit([item]))
+    location = url_for(".get", delivery_id=replayed.id)
+    return json_response(_ONE, delivery_resource(replayed, []), 202, {"Location": location})

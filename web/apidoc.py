@@ -1,0 +1,88 @@
+"""What each API view documents about itself, for the OpenAPI document.
+
+A view is decorated with :func:`documented`: its summary, its success
+responses, its body and query schemas, whether it needs an API key, and any
+error it answers beyond the ones every route of its kind can answer. The
+error responses that follow from the route's shape are added by
+:func:`error_responses`, so they cannot be forgotten: 400 for a body or a
+query string, 401 for a route that needs a key, 404 for a route with an id,
+413 for a body, 500 for every route.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from marshmallow import Schema
+
+__all__ = ["ApiDoc", "documented", "doc_of", "error_responses"]
+
+# A response schema: a marshmallow Schema class, the name of a component
+# registered by web.openapi (a str), or None for an empty body.
+ResponseSchema = type[Schema] | str | None
+
+
+@dataclass(frozen=True)
+class ApiDoc:
+    summary: str
+    responses: dict[int, tuple[str, ResponseSchema]]
+    description: str = ""
+    body: type[Schema] | None = None
+    query: type[Schema] | None = None
+    public: bool = False
+    errors: dict[int, str] = field(default_factory=dict)
+    # False when the view reports its own query errors (listed in ``errors``).
+    query_errors: bool = True
+
+
+def documented(
+    summary: str,
+    *,
+    responses: dict[int, tuple[str, ResponseSchema]],
+    description: str = "",
+    body: type[Schema] | None = None,
+    query: type[Schema] | None = None,
+    public: bool = False,
+    errors: dict[int, str] | None = None,
+    query_errors: bool = True,
+) -> Callable:
+    """Attach an :class:`ApiDoc` to a view; ``errors`` maps extra statuses to their codes."""
+
+    def decorate(view: Callable) -> Callable:
+        view.api_doc = ApiDoc(
+            summary=summary, responses=responses, description=description, body=body,
+            query=query, public=public, errors=dict(errors or {}),
+            query_errors=query_errors,
+        )
+        return view
+
+    return decorate
+
+
+def doc_of(view: Callable) -> ApiDoc | None:
+    """The view's ApiDoc, or None when it has none (web.openapi refuses that)."""
+    return getattr(view, "api_doc", None)
+
+
+def error_responses(doc: ApiDoc, has_path_id: bool) -> dict[int, str]:
+    """Every error status the route can answer, with a description naming the codes."""
+    errors: dict[int, list[str]] = {}
+
+    def add(status: int, text: str) -> None:
+        errors.setdefault(status, []).append(text)
+
+    if doc.body is not None:
+        add(400, "`invalid_json`: the body is empty or not JSON; "
+                 "`validation_error`: a field is missing, unknown or wrong")
+        add(413, "`payload_too_large`: the body is over the size limit")
+    if doc.query is not None and doc.query_errors:
+        add(400, "`invalid_parameter`: a query parameter has a wrong value")
+    if not doc.public:
+        add(401, "`unauthorized`: no API key, or not a valid one")
+    if has_path_id:
+        add(404, "`not_found`: no such object among the caller's own")
+    for status, text in doc.errors.items():
+        add(status, text)
+    add(500, "`internal_error`: an unexpected failure; no details are given")
+    return {status: "; ".join(texts) for status, texts in sorted(errors.items())}

@@ -1,0 +1,43 @@
+"""The application factory: ``create_app()``, served as ``gunicorn 'web:create_app()'``."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from webhooks.config import get_settings
+from webhooks.logs import configure_logging
+
+from . import health, metrics, transaction
+from .api import register_api
+from .dashboard import register_dashboard
+from .errors import register_error_handlers
+
+__all__ = ["create_app"]
+
+
+def create_app(config: dict | None = None) -> Flask:
+    """A Flask app for the service.
+
+    ``config`` overrides Flask settings (tests), e.g. ``MAX_CONTENT_LENGTH``
+    (default WEBHOOKS_MAX_REQUEST_BYTES, 64 KiB); a larger body answers 413.
+    """
+    # Parse the settings now: a malformed WEBHOOKS_* variable stops the web
+    # process at start, naming the variable, not on some later request.
+    settings = get_settings()
+    app = Flask(__name__)
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
+    if config:
+        app.config.update(config)
+    # Answer keys in the order the schemas declare them (id first, envelope in SPEC order).
+    app.json.sort_keys = False
+    transaction.init_app(app)
+    register_error_handlers(app)
+    register_api(app)
+    # Operations and the dashboard (CONTRACT 5b): /healthz, /metrics, /dashboard/,
+    # and JSON log lines (webhooks/logs.py) outside tests.
+    app.register_blueprint(health.bp)
+    app.register_blueprint(metrics.bp)
+    register_dashboard(app)
+    if not app.testing:
+        configure_logging()
+    return app

@@ -1,0 +1,44 @@
+"""API-key authentication: ``Authorization: Bearer <api_key>`` names the calling account.
+
+Blueprints that need a caller install :func:`authenticate` as their
+``before_request``; views then read :func:`current_account_id` and scope
+every query with it, so one account can never see or change another's
+objects.
+"""
+
+from __future__ import annotations
+
+from flask import g, request
+
+from webhooks.accounts import account_for_key
+
+from .errors import ApiError
+from .transaction import db_session
+
+__all__ = ["authenticate", "current_account_id"]
+
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="webhooks"'}
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, "unauthorized", message, _CHALLENGE)
+
+
+def authenticate() -> None:
+    """Resolve the request's API key to its account, or answer 401."""
+    header = request.headers.get("Authorization", "").strip()
+    if not header:
+        raise _unauthorized("An API key is required: send 'Authorization: Bearer <api_key>'.")
+    scheme, _, api_key = header.partition(" ")
+    api_key = api_key.strip()
+    if scheme.lower() != "bearer" or not api_key:
+        raise _unauthorized("The Authorization header must have the form 'Bearer <api_key>'.")
+    account = account_for_key(db_session(), api_key)
+    if account is None:
+        raise _unauthorized("The API key is not valid.")
+    g.account_id = account.id
+
+
+def current_account_id() -> str:
+    """The id of the account that made this request (after :func:`authenticate`)."""
+    return g.account_id

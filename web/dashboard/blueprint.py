@@ -1,0 +1,170 @@
+"""The dashboard blueprint: sign-in state, CSRF, HTML errors, security headers.
+
+Sign-in keeps only the account's id in Flask's signed session cookie (never
+the API key); every request loads that account again, so a page always
+belongs to one account and every query is scoped to it. Every POST must
+carry the form's CSRF token (Flask-WTF), checked here before any view runs;
+the JSON API elsewhere in the app uses Bearer keys and is not affected.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from urllib.parse import urlsplit
+
+from flask import (
+    Blueprint,
+    Response,
+    flash,
+    g,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from flask_wtf.csrf import CSRFError, CSRFProtect
+from werkzeug.exceptions import HTTPException
+
+from webhooks.models import Account
+
+from ..transaction import db_session
+
+__all__ = ["bp", "csrf", "current_account", "start_session", "end_session", "safe_next",
+           "PUBLIC_ENDPOINTS"]
+
+log = logging.getLogger("web.dashboard")
+
+bp = Blueprint("dashboard", __name__, url_prefix="/dashboard")
+csrf = CSRFProtect()
+
+_ACCOUNT_KEY = "account_id"
+# Endpoints that answer without a signed-in account.
+PUBLIC_ENDPOINTS = {"dashboard.index", "dashboard.sign_in", "dashboard.sign_out"}
+
+_SECURITY_HEADERS = {
+    # The pages are forms that act: never framed (clickjacking), no script at all.
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    # Pages can show a signing secret: keep them out of every cache.
+    "Cache-Control": "no-store",
+}
+
+
+def current_account() -> Account | None:
+    """The signed-in account of this request, or None."""
+    return g.get("dashboard_account")
+
+
+def start_session(account: Account) -> None:
+    """Start a fresh session for ``account`` (the old one, CSRF token included, is dropped)."""
+    session.clear()
+    session[_ACCOUNT_KEY] = account.id
+    session.permanent = True  # expires after PERMANENT_SESSION_LIFETIME, checked on every request
+
+
+def end_session() -> None:
+    session.clear()
+
+
+def safe_next(target: str | None) -> str:
+    """``target`` if it is a dashboard path on this site, else the overview (no open redirect)."""
+    default = url_for("dashboard.index")
+    if not target:
+        return default
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not parts.path.startswith("/dashboard/"):
+        return default
+    if "\\" in target or target.startswith("//"):
+        return default
+    return target
+
+
+@bp.before_request
+def _check_csrf() -> None:
+    # Raises CSRFError (400) for a POST without a valid token for this session.
+    csrf.protect()
+
+
+@bp.before_request
+def _load_account():
+    account_id = session.get(_ACCOUNT_KEY)
+    account = db_session().get(Account, account_id) if isinstance(account_id, str) else None
+    if account is None and account_id is not None:
+        session.clear()  # the account is gone
+    g.dashboard_account = account
+    if account is None and request.endpoint not in PUBLIC_ENDPOINTS:
+        if request.method == "GET":
+            return redirect(url_for("dashboard.sign_in", next=request.full_path.rstrip("?")))
+        flash("Sign in to continue.", "error")
+        return redirect(url_for("dashboard.sign_in"))
+    return None
+
+
+@bp.after_request
+def _security_headers(response: Response) -> Response:
+    for name, value in _SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+@bp.app_template_filter("when")
+def _when(value: dt.datetime | None) -> str:
+    """A timestamp as people read it, always in UTC."""
+    if value is None:
+        return "—"
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@bp.app_template_filter("pretty_json")
+def _pretty_json(body: bytes | None) -> str:
+    if not body:
+        return ""
+    try:
+        return json.dumps(json.loads(body), indent=2, ensure_ascii=False)
+    except ValueError:
+        return body.decode("utf-8", "replace")
+
+
+def _error_page(status: int, title: str, message: str) -> Response:
+    return Response(
+        render_template("dashboard/error.html", status=status, title=title, message=message),
+        status=status,
+        mimetype="text/html",
+    )
+
+
+@bp.errorhandler(CSRFError)
+def _csrf_error(error: CSRFError):
+    log.info("dashboard form refused: %s", error.description)
+    return _error_page(
+        400,
+        "The form could not be accepted",
+        "It was missing its security token, or the token has expired. Go back, reload the "
+        "page and try again.",
+    )
+
+
+@bp.errorhandler(HTTPException)
+def _http_error(error: HTTPException):
+    status = error.code or 500
+    if status == 404:
+        return _error_page(404, "Not found", "There is nothing here, or it belongs to another account.")
+    if status == 405:
+        return _error_page(405, "Not allowed", "This page cannot be used that way.")
+    if status >= 500:
+        return _unexpected(error)
+    return _error_page(status, error.name, error.description or error.name)
+
+
+@bp.errorhandler(Exception)
+def _unexpected(error: BaseException):
+    log.error("unhandled error in a dashboard request", exc_info=error)
+    return _error_page(500, "Something went wrong", "The page could not be shown. Try again later.")

@@ -1,0 +1,183 @@
+"""Subscription pages: list, create, view (secret on request), edit, delete, and the
+actions Send test, Resume and Rotate secret, on the same core functions as the API."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from flask import abort, flash, redirect, render_template, request, url_for
+from markupsafe import Markup
+
+from webhooks import queue, store
+from webhooks.accounts import new_signing_secret
+from webhooks.emit import send_test
+from webhooks.models import Subscription, utcnow
+
+from ..errors import ApiError
+from ..targets import check_target_allowed
+from ..transaction import after_commit, db_session
+from . import queries
+from .blueprint import bp, current_account
+from .forms import ALL_TYPES, ONLY_TYPES, SubscriptionForm
+from .views_overview import HOURS, hourly_chart
+
+log = logging.getLogger("web.dashboard")
+
+RECENT_DELIVERIES = 20
+
+
+def _own(subscription_id: str) -> Subscription:
+    found = queries.own_subscription(db_session(), current_account().id, subscription_id)
+    if found is None:
+        abort(404)
+    return found
+
+
+def _ids(subscription: Subscription) -> dict:
+    return {"account_id": subscription.account_id, "subscription_id": subscription.id}
+
+
+def _target_refused(form: SubscriptionForm) -> bool:
+    """Apply the API's target rule (private addresses) to the form; True if refused."""
+    try:
+        check_target_allowed(form.url.data)
+    except ApiError as error:
+        form.url.errors = [*form.url.errors, error.message]
+        return True
+    return False
+
+
+@bp.get("/subscriptions")
+def subscriptions():
+    rows = queries.subscriptions_of(db_session(), current_account().id)
+    return render_template("dashboard/subscriptions.html", subscriptions=rows)
+
+
+@bp.route("/subscriptions/new", methods=["GET", "POST"])
+def new_subscription():
+    form = SubscriptionForm()
+    if form.validate_on_submit() and not _target_refused(form):
+        subscription = store.create_subscription(
+            db_session(),
+            current_account().id,
+            form.url.data,
+            event_types=form.chosen_event_types(),
+            description=form.chosen_description(),
+            now=utcnow(),
+        )
+        log.info("subscription created in the dashboard", extra=_ids(subscription))
+        flash("Subscription created. Its signing secret is shown below: give it to your "
+              "endpoint so it can verify every delivery.", "success")
+        return redirect(url_for("dashboard.subscription_secret", subscription_id=subscription.id))
+    status = 400 if form.is_submitted() else 200
+    return render_template("dashboard/subscription_form.html", form=form, subscription=None), status
+
+
+def _subscription_page(subscription: Subscription, show_secret: bool):
+    session = db_session()
+    account_id = current_account().id
+    recent, _ = queries.delivery_page(
+        session, account_id, queries.DeliveryFilters(subscription_id=subscription.id),
+        limit=RECENT_DELIVERIES,
+    )
+    since = utcnow() - dt.timedelta(hours=HOURS)
+    return render_template(
+        "dashboard/subscription.html",
+        subscription=subscription,
+        show_secret=show_secret,
+        recent=recent,
+        counts=queries.status_counts(session, account_id, since, subscription.id),
+        chart_svg=hourly_chart(
+            account_id, subscription.id, "Attempts to this endpoint per hour, last 24 hours"
+        ),
+    )
+
+
+@bp.get("/subscriptions/<subscription_id>")
+def subscription(subscription_id: str):
+    return _subscription_page(_own(subscription_id), show_secret=False)
+
+
+@bp.get("/subscriptions/<subscription_id>/secret")
+def subscription_secret(subscription_id: str):
+    subscription = _own(subscription_id)
+    log.info("signing secret shown in the dashboard", extra=_ids(subscription))
+    return _subscription_page(subscription, show_secret=True)
+
+
+@bp.route("/subscriptions/<subscription_id>/edit", methods=["GET", "POST"])
+def edit_subscription(subscription_id: str):
+    subscription = _own(subscription_id)
+    form = SubscriptionForm()
+    if not form.is_submitted():
+        form.url.data = subscription.url
+        form.description.data = subscription.description or ""
+        if subscription.event_types is None:
+            form.filter_mode.data = ALL_TYPES
+        else:
+            form.filter_mode.data = ONLY_TYPES
+            form.event_types.data = list(subscription.event_types)
+    elif form.validate() and not _target_refused(form):
+        subscription.url = form.url.data
+        subscription.event_types = form.chosen_event_types()
+        subscription.description = form.chosen_description()
+        db_session().flush()
+        log.info("subscription changed in the dashboard", extra=_ids(subscription))
+        flash("Subscription saved.", "success")
+        return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
+    status = 400 if form.is_submitted() else 200
+    return render_template(
+        "dashboard/subscription_form.html", form=form, subscription=subscription
+    ), status
+
+
+@bp.post("/subscriptions/<subscription_id>/test")
+def send_test_event(subscription_id: str):
+    subscription = _own(subscription_id)
+    # Published by send_test when the request's transaction commits.
+    emitted = send_test(db_session(), subscription)
+    delivery_id = emitted.delivery_ids[0]
+    log.info("test event sent from the dashboard",
+             extra={**_ids(subscription), "event_id": emitted.id, "delivery_id": delivery_id})
+    link = url_for("dashboard.delivery", delivery_id=delivery_id)
+    flash(Markup('Test event sent: <a href="{}">delivery {}</a>.').format(link, delivery_id[:8]),
+          "success")
+    return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
+
+
+@bp.post("/subscriptions/<subscription_id>/resume")
+def resume_subscription(subscription_id: str):
+    subscription = _own(subscription_id)
+    session = db_session()
+    released = store.resume_subscription(session, subscription.id, utcnow())
+    session.refresh(subscription)
+    # The released deliveries are parked and due: one sweep sends them all.
+    after_commit(lambda: queue.request_sweep())
+    log.info("subscription resumed from the dashboard", extra=_ids(subscription))
+    held = f" {released} held deliver{'y goes' if released == 1 else 'ies go'} out now." if released else ""
+    flash(f"Subscription resumed.{held}", "success")
+    return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
+
+
+@bp.post("/subscriptions/<subscription_id>/rotate-secret")
+def rotate_secret(subscription_id: str):
+    subscription = _own(subscription_id)
+    subscription.secret = new_signing_secret()
+    db_session().flush()
+    log.info("signing secret rotated in the dashboard", extra=_ids(subscription))
+    flash("New signing secret made. The old one no longer verifies: update your endpoint.",
+          "success")
+    return redirect(url_for("dashboard.subscription_secret", subscription_id=subscription.id))
+
+
+@bp.route("/subscriptions/<subscription_id>/delete", methods=["GET", "POST"])
+def delete_subscription(subscription_id: str):
+    subscription = _own(subscription_id)
+    if request.method == "GET":
+        return render_template("dashboard/subscription_delete.html", subscription=subscription)
+    store.delete_subscription(db_session(), subscription.id, utcnow())
+    log.info("subscription deleted in the dashboard", extra=_ids(subscription))
+    flash(f"Subscription to {subscription.url} deleted. Its delivery history stays listed.",
+          "success")
+    return redirect(url_for("dashboard.subscriptions"))

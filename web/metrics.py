@@ -1,0 +1,220 @@
+"""``GET /metrics``: Prometheus text format, every metric named ``webhooks_…``.
+
+The database is the source of truth, so the web process reads the numbers
+from it when it is scraped (a custom collector; nothing is kept in memory,
+so every gunicorn worker answers the same). Each scrape is a handful of
+small queries, each bounded by an index or a time window:
+
+========================================  =====================================================
+``webhooks_database_up``                  1 when the queries below could run, else 0 (and the
+                                          others are left out)
+``webhooks_deliveries_waiting{status}``   deliveries not finished: ``pending`` (waiting for an
+                                          attempt), ``sending`` (attempt in flight), ``paused``
+                                          (held while their subscription is paused)
+``webhooks_queue_lag_seconds``            age of the oldest pending delivery that is due (0 when
+                                          none is): how far the workers are behind
+``webhooks_subscriptions``                live (not deleted) subscriptions
+``webhooks_subscriptions_paused``         of those, the paused ones
+``webhooks_attempts_recent{outcome}``     delivery attempts started in the last
+                                          ``webhooks_metrics_window_seconds``, by outcome:
+                                          ``success`` (delivery done), ``retry``,
+                                          ``permanent_failure`` (delivery failed), ``dead``
+``webhooks_attempt_duration_seconds``     those attempts' durations, as a (gauge) histogram
+``webhooks_metrics_window_seconds``       the window of the two above (300 s)
+========================================  =====================================================
+
+The two windowed families are gauges over a sliding window, not counters:
+graph them as they are (``webhooks_attempts_recent / 300`` is attempts per
+second), do not ``rate()`` them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from flask import Blueprint, Response
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
+from sqlalchemy import case, func, select
+from sqlalchemy.engine import Connection
+
+from webhooks.db import get_engine
+from webhooks.models import Attempt, Delivery, DeliveryStatus, Subscription, SubscriptionStatus, utcnow
+
+__all__ = ["bp", "WINDOW_SECONDS", "DURATION_BUCKETS_S", "DatabaseCollector", "registry"]
+
+log = logging.getLogger(__name__)
+
+bp = Blueprint("metrics", __name__)
+
+WINDOW_SECONDS = 300
+# Upper bounds in seconds; an attempt ends by WEBHOOKS_TIMEOUT (15 s by default).
+DURATION_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0)
+OUTCOMES = ("success", "retry", "permanent_failure", "dead")
+STATEMENT_TIMEOUT_MS = 5000
+# The classic text format, read by every Prometheus version (generate_latest writes it).
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+PENDING = DeliveryStatus.PENDING.value
+SENDING = DeliveryStatus.SENDING.value
+PAUSED = DeliveryStatus.PAUSED.value
+
+
+def _waiting(connection: Connection) -> dict[str, int]:
+    # pending and sending: each counted on its partial index.
+    counts = {
+        status: connection.scalar(select(func.count()).where(Delivery.status == status))
+        for status in (PENDING, SENDING)
+    }
+    # Held deliveries belong to paused subscriptions (few): found through
+    # ix_deliveries_subscription_status rather than by scanning every delivery.
+    counts[PAUSED] = connection.scalar(
+        select(func.count())
+        .select_from(Delivery)
+        .join(Subscription, Subscription.id == Delivery.subscription_id)
+        .where(Subscription.status == SubscriptionStatus.PAUSED.value, Delivery.status == PAUSED)
+    )
+    return counts
+
+
+def _queue_lag(connection: Connection, now: dt.datetime) -> float:
+    oldest_due = connection.scalar(
+        select(func.min(Delivery.next_attempt_at)).where(
+            Delivery.status == PENDING, Delivery.next_attempt_at <= now
+        )
+    )
+    if oldest_due is None:
+        return 0.0
+    return max((now - oldest_due).total_seconds(), 0.0)
+
+
+def _subscriptions(connection: Connection) -> dict[str, int]:
+    rows = connection.execute(
+        select(Subscription.status, func.count())
+        .where(Subscription.deleted_at.is_(None))
+        .group_by(Subscription.status)
+    )
+    return {status: count for status, count in rows}
+
+
+def _recent_attempts(connection: Connection, since: dt.datetime):
+    """Per outcome: (count, sum of ms, counts at or under each bucket bound)."""
+    bucket_columns = [
+        func.sum(case((Attempt.duration_ms <= bound * 1000, 1), else_=0))
+        for bound in DURATION_BUCKETS_S
+    ]
+    rows = connection.execute(
+        select(Attempt.outcome, func.count(), func.sum(Attempt.duration_ms), *bucket_columns)
+        .where(Attempt.started_at >= since)
+        .group_by(Attempt.outcome)
+    )
+    return {row[0]: (row[1], row[2] or 0, [b or 0 for b in row[3:]]) for row in rows}
+
+
+def read_snapshot(connection: Connection, now: dt.datetime) -> dict:
+    """Every number /metrics shows, read in one short transaction."""
+    if connection.dialect.name == "postgresql":
+        # A slow database makes the scrape fail fast instead of piling up scrapes.
+        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    return {
+        "waiting": _waiting(connection),
+        "lag": _queue_lag(connection, now),
+        "subscriptions": _subscriptions(connection),
+        "attempts": _recent_attempts(connection, now - dt.timedelta(seconds=WINDOW_SECONDS)),
+    }
+
+
+class DatabaseCollector:
+    """A prometheus-client collector that reads the database at scrape time."""
+
+    def describe(self):
+        # Not described up front: registering must not query the database.
+        return []
+
+    def collect(self):
+        try:
+            with get_engine().begin() as connection:
+                snapshot = read_snapshot(connection, utcnow())
+        except Exception as error:  # noqa: BLE001 - the scrape still answers, saying so
+            log.warning("metrics: the database could not be read: %s", type(error).__name__)
+            yield GaugeMetricFamily(
+                "webhooks_database_up", "1 if the database answered this scrape, else 0", value=0
+            )
+            return
+        yield GaugeMetricFamily(
+            "webhooks_database_up", "1 if the database answered this scrape, else 0", value=1
+        )
+
+        waiting = GaugeMetricFamily(
+            "webhooks_deliveries_waiting",
+            "Deliveries not finished: pending (waiting for an attempt), sending (attempt in "
+            "flight), paused (held while their subscription is paused)",
+            labels=["status"],
+        )
+        for status in (PENDING, SENDING, PAUSED):
+            waiting.add_metric([status], snapshot["waiting"].get(status) or 0)
+        yield waiting
+
+        yield GaugeMetricFamily(
+            "webhooks_queue_lag_seconds",
+            "Age of the oldest pending delivery that is due, in seconds (0 when none is due)",
+            value=snapshot["lag"],
+        )
+
+        subscriptions = snapshot["subscriptions"]
+        yield GaugeMetricFamily(
+            "webhooks_subscriptions", "Live (not deleted) subscriptions",
+            value=sum(subscriptions.values()),
+        )
+        yield GaugeMetricFamily(
+            "webhooks_subscriptions_paused",
+            "Subscriptions paused after consecutive failures, waiting to be resumed",
+            value=subscriptions.get(SubscriptionStatus.PAUSED.value, 0),
+        )
+
+        yield GaugeMetricFamily(
+            "webhooks_metrics_window_seconds",
+            "The sliding window of webhooks_attempts_recent and webhooks_attempt_duration_seconds",
+            value=WINDOW_SECONDS,
+        )
+        attempts = snapshot["attempts"]
+        recent = GaugeMetricFamily(
+            "webhooks_attempts_recent",
+            f"Delivery attempts started in the last {WINDOW_SECONDS} s by outcome: success "
+            "(delivery done), retry, permanent_failure (delivery failed), dead (delivery dead)",
+            labels=["outcome"],
+        )
+        for outcome in OUTCOMES:
+            recent.add_metric([outcome], attempts.get(outcome, (0, 0, None))[0])
+        yield recent
+
+        cumulative = [0] * len(DURATION_BUCKETS_S)
+        total = total_ms = 0
+        for count, sum_ms, buckets in attempts.values():
+            total += count
+            total_ms += sum_ms
+            cumulative = [a + b for a, b in zip(cumulative, buckets)]
+        yield GaugeHistogramMetricFamily(
+            "webhooks_attempt_duration_seconds",
+            f"Duration of the delivery attempts started in the last {WINDOW_SECONDS} s, in seconds",
+            buckets=[(_bound(b), c) for b, c in zip(DURATION_BUCKETS_S, cumulative)]
+            + [("+Inf", total)],
+            gsum_value=total_ms / 1000.0,
+        )
+
+
+def _bound(seconds: float) -> str:
+    return repr(float(seconds))
+
+
+registry = CollectorRegistry(auto_describe=False)
+registry.register(DatabaseCollector())
+
+
+@bp.get("/metrics")
+def metrics() -> Response:
+    response = Response(generate_latest(registry), status=200)
+    response.headers["Content-Type"] = CONTENT_TYPE
+    response.headers["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,38 @@
+"""Marshmallow schemas of the HTTP API's request bodies, query strings and responses.
+
+They load (and validate) what clients send, dump what the API answers, and
+are the source of the OpenAPI document (web/openapi.py). The event data
+schemas themselves live in the core (webhooks.schemas).
+"""
+
+from .common import ErrorSchema, Text, UTCTimestamp, describe_errors
+from .deliveries import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    PUBLIC_STATUSES,
+    AttemptSchema,
+    DeliveryListSchema,
+    DeliveryQuerySchema,
+    DeliverySchema,
+    delivery_resource,
+)
+from .events import ENVELOPE_SCHEMAS, EventTypeListSchema, EventTypeSchema, SampleQuerySchema
+from .subscriptions import (
+    MAX_DESCRIPTION_LENGTH,
+    SubscriptionCreateSchema,
+    SubscriptionListSchema,
+    SubscriptionSchema,
+    SubscriptionUpdateSchema,
+    SubscriptionWithSecretSchema,
+    TestSentSchema,
+)
+
+__all__ = [
+    "ErrorSchema", "Text", "UTCTimestamp", "describe_errors",
+    "DEFAULT_LIMIT", "MAX_LIMIT", "PUBLIC_STATUSES", "AttemptSchema", "DeliveryListSchema",
+    "DeliveryQuerySchema", "DeliverySchema", "delivery_resource",
+    "ENVELOPE_SCHEMAS", "EventTypeListSchema", "EventTypeSchema", "SampleQuerySchema",
+    "MAX_DESCRIPTION_LENGTH", "SubscriptionCreateSchema", "SubscriptionListSchema",
+    "SubscriptionSchema", "SubscriptionUpdateSchema", "SubscriptionWithSecretSchema",
+    "TestSentSchema",
+]

@@ -1,0 +1,75 @@
+"""Fields and schemas shared by every API resource: timestamps, safe text, errors.
+
+Response schemas here are used to serialise (``dump``) and to document the
+API (OpenAPI, via apispec); their fields are ``required`` so the document
+promises that every key is present, ``allow_none`` where it may be null.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from marshmallow import Schema, fields
+
+__all__ = ["UTCTimestamp", "Text", "ErrorDetailSchema", "ErrorSchema", "describe_errors"]
+
+
+class UTCTimestamp(fields.DateTime):
+    """Serialises an aware datetime as ISO 8601 UTC with a ``Z`` suffix and microseconds.
+
+    ``2026-07-30T12:00:00.123456Z``: the same suffix as the envelope's
+    ``created_at``, with the full precision the database keeps.
+    """
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        if value is None:
+            return None
+        utc = value.astimezone(dt.timezone.utc)
+        return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+class Text(fields.String):
+    """A string the database can store: no NUL character, no unpaired surrogate.
+
+    JSON can carry both (``"\\u0000"``, ``"\\ud800"``) but PostgreSQL text and
+    UTF-8 cannot; refusing them here keeps bad input a 400, never a 500.
+    """
+
+    default_error_messages = {
+        "unstorable": "Must not contain NUL characters or unpaired surrogates."
+    }
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise self.make_error("invalid")  # String would also decode bytes
+        if "\x00" in value:
+            raise self.make_error("unstorable")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise self.make_error("unstorable") from None
+        return value
+
+
+class ErrorDetailSchema(Schema):
+    code = fields.String(required=True, metadata={"description": "snake_case, stable"})
+    message = fields.String(required=True, metadata={"description": "one sentence for people"})
+
+
+class ErrorSchema(Schema):
+    """Every error answer: ``{"error": {"code": "...", "message": "..."}}``."""
+
+    error = fields.Nested(ErrorDetailSchema, required=True)
+
+
+def describe_errors(errors: dict | list | str, path: str = "") -> str:
+    """Marshmallow's error tree as one line: ``url: Not a valid URL.; event_types.0: ...``."""
+    if isinstance(errors, dict):
+        parts = []
+        for key, value in errors.items():
+            child = path if key == "_schema" else f"{path}.{key}" if path else str(key)
+            parts.append(describe_errors(value, child))
+        return "; ".join(parts)
+    messages = errors if isinstance(errors, list) else [errors]
+    text = " ".join(str(message) for message in messages)
+    return f"{path}: {text}" if path else text

@@ -1,0 +1,112 @@
+"""Delivery resources: the list query, a delivery with its attempts, a page of them.
+
+The database has one state the API does not show: ``sending`` (an attempt
+in flight) reads as ``pending`` (DeliveryStatus.public), and the ``status``
+filter accepts only the public values.
+"""
+
+from __future__ import annotations
+
+from marshmallow import EXCLUDE, Schema, fields, validate
+
+from webhooks.catalogue import EVENT_TYPE_NAMES
+from webhooks.models import Attempt, Delivery, DeliveryStatus
+from webhooks.policy import Outcome
+
+from .common import Text, UTCTimestamp
+
+__all__ = [
+    "PUBLIC_STATUSES",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "DeliveryQuerySchema",
+    "AttemptSchema",
+    "DeliverySchema",
+    "DeliveryListSchema",
+    "delivery_resource",
+]
+
+#: The statuses the API shows and filters on, in lifecycle order.
+PUBLIC_STATUSES = ("pending", "paused", "done", "failed", "dead")
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+
+
+class DeliveryQuerySchema(Schema):
+    """Query string of ``GET /deliveries``; other parameters are ignored."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    subscription_id = fields.UUID(metadata={"description": "only deliveries to this subscription"})
+    status = fields.String(
+        validate=validate.OneOf(PUBLIC_STATUSES),
+        metadata={"description": "public status; pending includes an attempt in flight"},
+    )
+    event_type = fields.String(validate=validate.OneOf(EVENT_TYPE_NAMES))
+    event_id = fields.UUID(metadata={"description": "only deliveries of this event"})
+    limit = fields.Integer(
+        load_default=DEFAULT_LIMIT,
+        validate=validate.Range(min=1, max=MAX_LIMIT),
+        metadata={"description": f"page size, 1 to {MAX_LIMIT}"},
+    )
+    cursor = Text(
+        validate=validate.Length(min=1, max=200),
+        metadata={"description": "next_cursor of the previous page; opaque"},
+    )
+
+
+class AttemptSchema(Schema):
+    """One attempt; ``status_code`` is null on a network error or time-out."""
+
+    number = fields.Integer(required=True)
+    started_at = UTCTimestamp(required=True)
+    duration_ms = fields.Integer(required=True)
+    status_code = fields.Integer(required=True, allow_none=True)
+    error = fields.String(required=True, allow_none=True)
+    outcome = fields.String(required=True, validate=validate.OneOf([o.value for o in Outcome]))
+    response_excerpt = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "the first KiB of the response body, decoded leniently"},
+    )
+
+
+class DeliverySchema(Schema):
+    """A delivery as the API shows it (CONTRACT 5), attempts in order of number."""
+
+    id = fields.UUID(required=True)
+    event_id = fields.UUID(required=True)
+    event_type = fields.String(required=True)
+    subscription_id = fields.UUID(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(PUBLIC_STATUSES))
+    attempt_count = fields.Integer(required=True)
+    next_attempt_at = UTCTimestamp(required=True, allow_none=True)
+    replay_of = fields.UUID(required=True, allow_none=True)
+    created_at = UTCTimestamp(required=True)
+    attempts = fields.List(fields.Nested(AttemptSchema), required=True)
+
+
+class DeliveryListSchema(Schema):
+    data = fields.List(fields.Nested(DeliverySchema), required=True)
+    next_cursor = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "pass as cursor for the next page; null on the last page"},
+    )
+
+
+def delivery_resource(delivery: Delivery, attempts: list[Attempt]) -> dict:
+    """What DeliverySchema dumps: the row with its public status and its attempts."""
+    return {
+        "id": delivery.id,
+        "event_id": delivery.event_id,
+        "event_type": delivery.event_type,
+        "subscription_id": delivery.subscription_id,
+        "status": DeliveryStatus(delivery.status).public,
+        "attempt_count": delivery.attempt_count,
+        "next_attempt_at": delivery.next_attempt_at,
+        "replay_of": delivery.replay_of,
+        "created_at": delivery.created_at,
+        "attempts": sorted(attempts, key=lambda attempt: attempt.number),
+    }

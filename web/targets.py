@@ -1,0 +1,90 @@
+"""Which subscription URLs are accepted: well-formed http(s), and public unless allowed.
+
+Checked when a subscription is created or its URL changed, so a typo or an
+internal address is refused at once with a clear message instead of failing
+every delivery. This is a courtesy, not the guard: a host *name* is not
+resolved here (its DNS answer may change later), and the transport checks
+every address it actually connects to (webhooks.transport, netguard).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from requests.exceptions import RequestException
+from requests.models import PreparedRequest
+
+from webhooks.config import get_settings
+from webhooks.netguard import is_public_address
+
+from .errors import ApiError
+
+__all__ = ["MAX_URL_LENGTH", "url_problem", "check_target_allowed"]
+
+MAX_URL_LENGTH = 2048
+_SCHEMES = ("http", "https")
+_LOCAL_NAMES = ("localhost", "localhost.localdomain")
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be a subscription endpoint, or None if it can."""
+    if not 0 < len(url) <= MAX_URL_LENGTH:
+        return f"Must be 1 to {MAX_URL_LENGTH} characters long."
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        return "Must not contain spaces or control characters."
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # raises ValueError for a port that is not 0-65535
+    except ValueError:
+        return "Not a valid URL."
+    if parts.scheme.lower() not in _SCHEMES:
+        return "Must be an http or https URL."
+    if not parts.hostname:
+        return "Must name a host."
+    if port == 0:
+        return "Port 0 cannot be connected to."
+    try:
+        # The transport sends with requests: whatever it cannot prepare
+        # (an IDNA label it cannot encode, a malformed IPv6 literal) is refused now.
+        PreparedRequest().prepare_url(url, None)
+    except (RequestException, ValueError, UnicodeError):
+        return "Not a valid URL."
+    return None
+
+
+def _literal_address(host: str):
+    """The IP address ``host`` spells, in any form a resolver accepts, or None."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        pass
+    try:
+        # Legacy IPv4 spellings that resolvers still accept: 127.1, 0x7f000001, 2130706433.
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def check_target_allowed(url: str) -> None:
+    """Refuse (400 ``target_not_allowed``) a URL on a non-public address, unless allowed.
+
+    WEBHOOKS_ALLOW_PRIVATE_TARGETS=true (development, tests) allows every host.
+    """
+    if get_settings().allow_private_targets:
+        return
+    host = (urlsplit(url).hostname or "").rstrip(".")
+    address = _literal_address(host)
+    if host in _LOCAL_NAMES or host.endswith(".localhost"):
+        reason = f"{host} is a local host name"
+    elif address is not None and not is_public_address(address):
+        reason = f"{address} is not a public address"
+    else:
+        return
+    raise ApiError(
+        400,
+        "target_not_allowed",
+        f"The url is refused because {reason}; deliveries go only to public "
+        "addresses unless WEBHOOKS_ALLOW_PRIVATE_TARGETS is true.",
+    )

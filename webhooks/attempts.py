@@ -1,0 +1,346 @@
+"""The hot path of every delivery: claim an attempt, then record how it ended.
+
+Both run once per attempt, so each is one SQL statement plus its commit on
+PostgreSQL (UPDATE … FROM … RETURNING to claim and load; one statement of
+data-modifying CTEs to record). SQLite cannot return columns of joined
+tables or chain modifying CTEs, so it takes the portable path: the same
+transitions as two or three Core statements. Tests run both paths.
+
+Callers pass a SQLAlchemy ``Connection`` inside a transaction they own.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import and_, bindparam, case, insert, select, text, update
+from sqlalchemy.engine import Connection
+
+from .models import (
+    Attempt,
+    Delivery,
+    DeliveryStatus,
+    Event,
+    Subscription,
+    SubscriptionStatus,
+    UTCDateTime,
+)
+from .policy import Decision, Outcome, rides_countdown
+from .store import UNPAUSABLE_TYPE, Dispatch, hold_pending
+
+__all__ = ["Claim", "AttemptRecord", "claim", "record_attempt"]
+
+PENDING = DeliveryStatus.PENDING.value
+SENDING = DeliveryStatus.SENDING.value
+PAUSED = DeliveryStatus.PAUSED.value
+ACTIVE = SubscriptionStatus.ACTIVE.value
+# A countdown message may arrive a little before next_attempt_at (clock rounding).
+EARLY_SLACK = dt.timedelta(seconds=1)
+
+deliveries = Delivery.__table__
+subscriptions = Subscription.__table__
+events = Event.__table__
+attempts = Attempt.__table__
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Everything one attempt needs, loaded when the attempt is claimed."""
+
+    delivery_id: str
+    attempt_number: int
+    event_id: str
+    event_type: str
+    subscription_id: str
+    url: str
+    secret: str
+    body: bytes
+    version: str
+
+
+@dataclass(frozen=True)
+class AttemptRecord:
+    """What recording an attempt led to: the delivery's status and what to publish."""
+
+    status: str
+    dispatch: Dispatch | None
+    paused_subscription: bool
+
+
+def _is_postgresql(connection: Connection) -> bool:
+    return connection.dialect.name == "postgresql"
+
+
+# ---------------------------------------------------------------- claim
+
+_CLAIM_PG = text(
+    """
+    UPDATE deliveries AS d
+       SET status = 'sending', attempt_count = d.attempt_count + 1,
+           claimed_at = :now, parked = false, updated_at = :now
+      FROM events AS e, subscriptions AS s
+     WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :count
+       AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= :due)
+       AND e.id = d.event_id AND s.id = d.subscription_id
+    RETURNING d.subscription_id, d.event_id, d.event_type, e.body, e.version,
+              s.url, s.secret, s.status, s.deleted_at
+    """
+).bindparams(bindparam("now", type_=UTCDateTime()), bindparam("due", type_=UTCDateTime()))
+
+_CLAIM_PORTABLE = (
+    update(deliveries)
+    .where(
+        deliveries.c.id == bindparam("d_id"),
+        deliveries.c.status == PENDING,
+        deliveries.c.attempt_count == bindparam("count"),
+        deliveries.c.next_attempt_at.is_(None) | (deliveries.c.next_attempt_at <= bindparam("due")),
+    )
+    .values(
+        status=SENDING,
+        attempt_count=deliveries.c.attempt_count + 1,
+        claimed_at=bindparam("now"),
+        parked=False,
+        updated_at=bindparam("now"),
+    )
+    .returning(deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type)
+)
+
+_LOAD_PORTABLE = (
+    select(
+        events.c.body,
+        events.c.version,
+        subscriptions.c.url,
+        subscriptions.c.secret,
+        subscriptions.c.status,
+        subscriptions.c.deleted_at,
+    )
+    .select_from(events.join(subscriptions, subscriptions.c.id == bindparam("sub_id")))
+    .where(events.c.id == bindparam("ev_id"))
+)
+
+
+def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime) -> Claim | None:
+    """Claim the next attempt of a pending, due delivery; None if it is not ours to send.
+
+    ``attempt_count`` is the count the broker message expects: a stale or
+    duplicate message finds another count (or status) and claims nothing. A
+    claim for a paused (or deleted) subscription is given back at once and the
+    delivery held as ``paused`` (or ended ``failed``).
+    """
+    params = {"count": attempt_count, "now": now, "due": now + EARLY_SLACK}
+    if _is_postgresql(connection):
+        row = connection.execute(_CLAIM_PG, {**params, "id": delivery_id}).first()
+    else:
+        claimed = connection.execute(_CLAIM_PORTABLE, {**params, "d_id": delivery_id}).first()
+        row = None
+        if claimed is not None:
+            loaded = connection.execute(
+                _LOAD_PORTABLE, {"sub_id": claimed.subscription_id, "ev_id": claimed.event_id}
+            ).one()
+            row = (*claimed, *loaded)
+    if row is None:
+        return None
+    subscription_id, event_id, event_type, body, version, url, secret, status, deleted_at = row
+    if deleted_at is not None:
+        _unclaim(connection, delivery_id, DeliveryStatus.FAILED.value, now)
+        return None
+    if status == SubscriptionStatus.PAUSED.value and event_type != UNPAUSABLE_TYPE:
+        _unclaim(connection, delivery_id, PAUSED, now)
+        return None
+    return Claim(
+        delivery_id=delivery_id,
+        attempt_number=attempt_count + 1,
+        event_id=event_id,
+        event_type=event_type,
+        subscription_id=subscription_id,
+        url=url,
+        secret=secret,
+        body=bytes(body),
+        version=version,
+    )
+
+
+def _unclaim(connection: Connection, delivery_id: str, status: str, now: dt.datetime) -> None:
+    """Give back a claim without an attempt: the attempt count is restored, nothing recorded."""
+    connection.execute(
+        update(deliveries)
+        .where(deliveries.c.id == delivery_id, deliveries.c.status == SENDING)
+        .values(
+            status=status,
+            attempt_count=deliveries.c.attempt_count - 1,
+            claimed_at=None,
+            updated_at=now,
+        )
+    )
+
+
+# ---------------------------------------------------------------- record
+
+_STATUS_AFTER = {
+    Outcome.SUCCESS: DeliveryStatus.DONE.value,
+    Outcome.PERMANENT_FAILURE: DeliveryStatus.FAILED.value,
+    Outcome.DEAD: DeliveryStatus.DEAD.value,
+    Outcome.RETRY: PENDING,
+}
+
+# One statement: move the delivery, insert the attempt, count toward the pause.
+# Each step only happens if the delivery was still ours ("moved" is not empty).
+_RECORD_PG_TEMPLATE = """
+    WITH moved AS (
+        UPDATE deliveries
+           SET status = :status, next_attempt_at = :next_at, parked = :parked,
+               claimed_at = NULL, updated_at = :now
+         WHERE id = :id AND status = 'sending' AND attempt_count = :number
+        RETURNING id
+    ), recorded AS (
+        INSERT INTO attempts (delivery_id, number, started_at, duration_ms, status_code,
+                              error, outcome, response_excerpt)
+        SELECT id, :number, :started_at, :duration_ms, :status_code, :error, :outcome, :excerpt
+          FROM moved
+        RETURNING delivery_id
+    ), counted AS (
+        {counter}
+    )
+    SELECT (SELECT count(*) FROM moved) AS moved,
+           (SELECT consecutive_failures FROM counted) AS failures,
+           (SELECT paused_at FROM counted) AS paused_at
+"""
+_FAILURE_COUNTER_PG = """
+        UPDATE subscriptions
+           SET consecutive_failures = consecutive_failures + 1,
+               status = CASE WHEN consecutive_failures + 1 >= :pause_after
+                             THEN 'paused' ELSE status END,
+               paused_at = CASE WHEN consecutive_failures + 1 >= :pause_after AND status = 'active'
+                                THEN :now ELSE paused_at END
+         WHERE id = :subscription_id AND EXISTS (SELECT 1 FROM moved)
+        RETURNING consecutive_failures, paused_at
+"""
+_SUCCESS_COUNTER_PG = """
+        UPDATE subscriptions SET consecutive_failures = 0
+         WHERE id = :subscription_id AND consecutive_failures <> 0 AND EXISTS (SELECT 1 FROM moved)
+        RETURNING consecutive_failures, paused_at
+"""
+_TIME_PARAMS = ("now", "next_at", "started_at")
+
+
+def _pg_record_statement(counter: str):
+    return (
+        text(_RECORD_PG_TEMPLATE.format(counter=counter))
+        .bindparams(*(bindparam(name, type_=UTCDateTime()) for name in _TIME_PARAMS))
+        .columns(paused_at=UTCDateTime())
+    )
+
+
+_RECORD_FAILURE_PG = _pg_record_statement(_FAILURE_COUNTER_PG)
+_RECORD_SUCCESS_PG = _pg_record_statement(_SUCCESS_COUNTER_PG)
+
+
+def record_attempt(
+    connection: Connection,
+    claim_: Claim,
+    *,
+    started_at: dt.datetime,
+    duration_ms: int,
+    status_code: int | None,
+    error: str | None,
+    excerpt: str | None,
+    decision: Decision,
+    now: dt.datetime,
+    countdown_limit: int,
+    pause_after: int,
+    countdown_allowed: bool = True,
+) -> AttemptRecord | None:
+    """Record a finished attempt and move the delivery on; None if the claim was taken back.
+
+    A retry whose wait is within ``countdown_limit`` seconds comes back as a
+    Dispatch with that countdown, unless ``countdown_allowed`` is False (the
+    countdown cap is full); any other retry is parked for the sweep. The
+    subscription's counter moves in the same transaction, atomically.
+    """
+    status = _STATUS_AFTER[decision.outcome]
+    next_at, parked, dispatch = None, False, None
+    if decision.outcome is Outcome.RETRY:
+        next_at = now + dt.timedelta(seconds=decision.retry_after)
+        rides = countdown_allowed and rides_countdown(decision.retry_after, countdown_limit)
+        parked = not rides
+        if not parked:
+            dispatch = Dispatch(claim_.delivery_id, claim_.attempt_number, decision.retry_after)
+    params = dict(
+        id=claim_.delivery_id, number=claim_.attempt_number, status=status, next_at=next_at,
+        parked=parked, now=now, started_at=started_at, duration_ms=duration_ms,
+        status_code=status_code, error=error, outcome=decision.outcome.value, excerpt=excerpt,
+        subscription_id=claim_.subscription_id, pause_after=pause_after,
+    )
+    if _is_postgresql(connection):
+        statement = _RECORD_FAILURE_PG if decision.is_failure else _RECORD_SUCCESS_PG
+        moved, failures, paused_at = connection.execute(statement, params).one()
+        if not moved:
+            return None
+    else:
+        counted = _record_portable(connection, params, decision.is_failure)
+        if counted is None:
+            return None
+        failures, paused_at = counted
+    paused_now = paused_at == now and failures is not None and failures >= pause_after
+    if paused_now:
+        hold_pending(connection, claim_.subscription_id, now)
+        if status == PENDING and claim_.event_type != UNPAUSABLE_TYPE:
+            status, dispatch = PAUSED, None
+    return AttemptRecord(status=status, dispatch=dispatch, paused_subscription=paused_now)
+
+
+def _record_portable(connection: Connection, params: dict, is_failure: bool):
+    """The record as separate statements; None if the claim was taken back."""
+    moved = connection.execute(
+        update(deliveries)
+        .where(
+            deliveries.c.id == params["id"],
+            deliveries.c.status == SENDING,
+            deliveries.c.attempt_count == params["number"],
+        )
+        .values(
+            status=params["status"], next_attempt_at=params["next_at"], parked=params["parked"],
+            claimed_at=None, updated_at=params["now"],
+        )
+    )
+    if moved.rowcount != 1:
+        return None
+    connection.execute(
+        insert(attempts).values(
+            delivery_id=params["id"], number=params["number"], started_at=params["started_at"],
+            duration_ms=params["duration_ms"], status_code=params["status_code"],
+            error=params["error"], outcome=params["outcome"], response_excerpt=params["excerpt"],
+        )
+    )
+    return _count_toward_pause(connection, params, is_failure)
+
+
+def _count_toward_pause(connection: Connection, params: dict, is_failure: bool):
+    """Move the consecutive-failure counter in one atomic statement; (failures, paused_at).
+
+    No read-modify-write: concurrent workers each add exactly one. SET
+    expressions see the row as it was before the statement, on both databases.
+    """
+    subscription_id, now = params["subscription_id"], params["now"]
+    if not is_failure:
+        connection.execute(
+            update(subscriptions)
+            .where(subscriptions.c.id == subscription_id, subscriptions.c.consecutive_failures != 0)
+            .values(consecutive_failures=0)
+        )
+        return None, None
+    reaches = subscriptions.c.consecutive_failures + 1 >= params["pause_after"]
+    return connection.execute(
+        update(subscriptions)
+        .where(subscriptions.c.id == subscription_id)
+        .values(
+            consecutive_failures=subscriptions.c.consecutive_failures + 1,
+            status=case((reaches, SubscriptionStatus.PAUSED.value), else_=subscriptions.c.status),
+            paused_at=case(
+                (and_(reaches, subscriptions.c.status == ACTIVE), now),
+                else_=subscriptions.c.paused_at,
+            ),
+        )
+        .returning(subscriptions.c.consecutive_failures, subscriptions.c.paused_at)
+    ).one()

@@ -1,0 +1,121 @@
+"""The ``webhooks`` command line (click)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .errors import ConfigError, InvalidEvent, NotFound
+
+__all__ = ["main"]
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+@click.group()
+def main() -> None:
+    """Outbound webhook delivery service."""
+    try:
+        from .config import get_settings
+
+        get_settings()
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+@main.group()
+def db() -> None:
+    """Database schema."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Create or upgrade the schema (idempotent)."""
+    from .migrate import upgrade
+
+    upgrade()
+    click.echo("database is up to date")
+
+
+@main.group()
+def accounts() -> None:
+    """Accounts and API keys."""
+
+
+@accounts.command("create")
+@click.argument("name")
+def accounts_create(name: str) -> None:
+    """Create an account; prints {"id", "api_key"} (the key is shown only this once)."""
+    from .accounts import create_account
+    from .db import session_scope
+
+    try:
+        with session_scope() as session:
+            account, api_key = create_account(session, name)
+            account_id = account.id
+    except ValueError as exc:
+        _fail(str(exc))
+    click.echo(json.dumps({"id": account_id, "api_key": api_key}))
+
+
+@main.command("emit")
+@click.argument("account_id")
+@click.argument("event_type")
+@click.option("--data", "data_json", required=True, help="the event's data as a JSON object")
+@click.option("--idempotency-key", default=None, help="the same key returns the same event")
+def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str | None) -> None:
+    """Emit one event; prints {"event_id"}."""
+    from .emit import emit_event
+
+    try:
+        data = json.loads(data_json)
+    except json.JSONDecodeError as exc:
+        _fail(f"--data is not valid JSON: {exc}")
+    try:
+        event = emit_event(account_id, event_type, data, idempotency_key=idempotency_key)
+    except InvalidEvent as exc:
+        _fail(str(exc))
+    except NotFound as exc:
+        _fail(str(exc))
+    click.echo(json.dumps({"event_id": event.id}))
+
+
+@main.command("dev")
+@click.option("--port", type=click.IntRange(1, 65535), envvar="PORT", default=5000,
+              show_default=True, help="port of the web process (also read from $PORT)")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address the web process binds; 0.0.0.0 exposes it to the network")
+def dev(port: int, host: str) -> None:
+    """Run web, worker and scheduler on the embedded defaults (SQLite, file broker).
+
+    Creates the data folder (WEBHOOKS_DATA_DIR, default ./webhooks-data),
+    migrates, and supervises the three processes; Ctrl-C stops them all.
+    """
+    from .devserver import run
+
+    sys.exit(run(host=host, port=port))
+
+
+@main.command("listen")
+@click.option("--secret", required=True, envvar="WEBHOOKS_LISTEN_SECRET",
+              help="the subscription's signing secret (whsec_...)")
+@click.option("--port", type=click.IntRange(0, 65535), default=4242, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--status", type=click.IntRange(100, 599), default=None,
+              help="answer this status to every delivery (e.g. 500 to watch retries)")
+def listen(secret: str, port: int, host: str, status: int | None) -> None:
+    """A local receiver: verify, print and answer every delivery (200, or 401 if not verified)."""
+    from .config import get_settings
+    from .listen import serve
+
+    sys.exit(serve(secret=secret, host=host, port=port, status=status,
+                   service_name=get_settings().service_name))
+
+
+if __name__ == "__main__":
+    main()

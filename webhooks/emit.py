@@ -1,0 +1,294 @@
+"""emit_event(): validate, persist the event and its deliveries, publish after commit.
+
+One transaction stores the event and one delivery per matching
+subscription; the deliver messages are handed to the background publisher
+only after that transaction commits (a worker must never look for a row it
+cannot see yet). If publishing fails, the deliveries are parked and the
+sweep sends them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import event as sa_event
+from sqlalchemy import bindparam, insert, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from . import store
+from .catalogue import validate_data
+from .config import Settings, get_settings
+from .db import get_sessionmaker
+from . import publisher
+from .envelope import build_envelope, serialise
+from .errors import InvalidEvent, NotFound
+from .models import (
+    Account,
+    Delivery,
+    DeliveryStatus,
+    Event,
+    Subscription,
+    SubscriptionStatus,
+    new_id,
+    utcnow,
+)
+
+__all__ = ["emit_event", "send_test", "EmittedEvent"]
+
+MAX_IDEMPOTENCY_KEY = 255
+_PENDING_KEY = "webhooks_pending_dispatch"
+
+
+@dataclass(frozen=True)
+class EmittedEvent:
+    """The stored event: ``id`` (UUID string), and the deliveries it fanned out to."""
+
+    id: str
+    type: str
+    created_at: dt.datetime
+    delivery_ids: tuple[str, ...]
+    duplicate: bool = False
+
+
+def _validate(account_id, event_type, data, idempotency_key) -> None:
+    """Check every input; raise InvalidEvent naming the bad fields."""
+    if not isinstance(account_id, str) or not account_id:
+        raise InvalidEvent("account_id must be a non-empty string", {"account_id": ["required"]})
+    if not _storable(account_id):
+        raise InvalidEvent(
+            "account_id must not contain NUL characters or unpaired surrogates",
+            {"account_id": ["invalid"]},
+        )
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str)
+        or not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY
+        or not _storable(idempotency_key)
+    ):
+        raise InvalidEvent(
+            f"idempotency_key must be a string of 1 to {MAX_IDEMPOTENCY_KEY} characters, "
+            "without NUL characters or unpaired surrogates",
+            {"idempotency_key": ["invalid"]},
+        )
+    errors = validate_data(event_type, data)
+    if errors:
+        fields = ", ".join(sorted(errors))
+        raise InvalidEvent(f"invalid {event_type!r} event; offending fields: {fields}", errors)
+
+
+def _storable(text: str) -> bool:
+    """False for a NUL (PostgreSQL text cannot hold it) or an unpaired surrogate (not UTF-8)."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _envelope_bytes(event_id, event_type, data, created_at, settings: Settings) -> bytes:
+    envelope = build_envelope(
+        event_id=event_id, event_type=event_type, data=data, created_at=created_at,
+        version=settings.version,
+    )
+    try:
+        body = serialise(envelope)
+    except (TypeError, ValueError) as exc:
+        raise InvalidEvent(f"data is not serialisable as JSON: {exc}", {"data": [str(exc)]}) from None
+    if len(body) > settings.max_payload_bytes:
+        raise InvalidEvent(
+            f"the event is {len(body)} bytes; WEBHOOKS_MAX_PAYLOAD_BYTES allows "
+            f"{settings.max_payload_bytes}",
+            {"data": ["payload too large"]},
+        )
+    return body
+
+
+accounts_table = Account.__table__
+events_table = Event.__table__
+deliveries_table = Delivery.__table__
+subscriptions_table = Subscription.__table__
+
+# Prebuilt once: building statements per call cost more than running them.
+_TARGETS = (
+    select(
+        accounts_table.c.id,
+        subscriptions_table.c.id,
+        subscriptions_table.c.status,
+        subscriptions_table.c.event_types,
+    )
+    .select_from(
+        accounts_table.outerjoin(
+            subscriptions_table,
+            (subscriptions_table.c.account_id == accounts_table.c.id)
+            & subscriptions_table.c.deleted_at.is_(None),
+        )
+    )
+    .where(accounts_table.c.id == bindparam("account_id"))
+)
+_INSERT_EVENT = insert(events_table)
+_INSERT_DELIVERIES = insert(deliveries_table)
+
+
+def _insert_idempotent_statement(dialect: str):
+    insert_fn = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    return (
+        insert_fn(events_table)
+        .on_conflict_do_nothing(index_elements=["account_id", "idempotency_key"])
+        .returning(events_table.c.id)
+    )
+
+
+_INSERT_EVENT_ONCE = {name: _insert_idempotent_statement(name) for name in ("postgresql", "sqlite")}
+
+
+def _insert_event(connection: Connection, values: dict) -> bool:
+    """Insert the event; False if the account already has an event with this idempotency key."""
+    if values["idempotency_key"] is None:
+        connection.execute(_INSERT_EVENT, values)
+        return True
+    statement = _INSERT_EVENT_ONCE[connection.dialect.name]
+    return connection.execute(statement, values).first() is not None
+
+
+def _existing(connection: Connection, account_id: str, key: str) -> EmittedEvent:
+    event = connection.execute(
+        select(events_table.c.id, events_table.c.type, events_table.c.created_at).where(
+            events_table.c.account_id == account_id, events_table.c.idempotency_key == key
+        )
+    ).one()
+    ids = connection.execute(
+        select(deliveries_table.c.id).where(deliveries_table.c.event_id == event.id)
+    ).scalars().all()
+    return EmittedEvent(event.id, event.type, event.created_at, tuple(ids), duplicate=True)
+
+
+def _targets(connection: Connection, account_id: str, event_type: str) -> list[tuple[str, str]]:
+    """(subscription id, status) of the account's live subscriptions that want this type.
+
+    One query answers both "does the account exist" and "who subscribed".
+    """
+    rows = connection.execute(_TARGETS, {"account_id": account_id}).all()
+    if not rows:
+        raise NotFound(f"account {account_id} does not exist")
+    return [
+        (sub_id, status)
+        for _, sub_id, status, types in rows
+        if sub_id is not None and (types is None or event_type in types)
+    ]
+
+
+def _store(
+    connection: Connection,
+    account_id: str,
+    event_type: str,
+    body: bytes,
+    event_id: str,
+    created_at: dt.datetime,
+    idempotency_key: str | None,
+    targets: list[tuple[str, str]],
+    settings: Settings,
+) -> tuple[EmittedEvent, list[store.Dispatch]]:
+    values = dict(
+        id=event_id, account_id=account_id, type=event_type, version=settings.version,
+        idempotency_key=idempotency_key, body=body, created_at=created_at,
+    )
+    if not _insert_event(connection, values):
+        return _existing(connection, account_id, idempotency_key), []
+    rows = []
+    for subscription_id, status in targets:
+        held = status == SubscriptionStatus.PAUSED.value and event_type != store.UNPAUSABLE_TYPE
+        rows.append(dict(
+            id=new_id(), account_id=account_id, event_id=event_id,
+            subscription_id=subscription_id, event_type=event_type,
+            status=DeliveryStatus.PAUSED.value if held else DeliveryStatus.PENDING.value,
+            attempt_count=0, next_attempt_at=created_at, parked=False, claimed_at=None,
+            replay_of=None, created_at=created_at, updated_at=created_at,
+        ))
+    if rows:
+        connection.execute(_INSERT_DELIVERIES, rows)
+    dispatches = [
+        store.Dispatch(row["id"], 0) for row in rows if row["status"] == DeliveryStatus.PENDING.value
+    ]
+    emitted = EmittedEvent(event_id, event_type, created_at, tuple(row["id"] for row in rows))
+    return emitted, dispatches
+
+
+def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None):
+    """Validate and store in ``session``'s transaction; returns the event and what to publish."""
+    _validate(account_id, event_type, data, idempotency_key)
+    event_id, created_at = new_id(), utcnow()
+    body = _envelope_bytes(event_id, event_type, data, created_at, settings)
+    connection = session.connection()
+    if only_subscription is None:
+        targets = _targets(connection, account_id, event_type)
+    else:
+        targets = [only_subscription]
+    return _store(connection, account_id, event_type, body, event_id, created_at,
+                  idempotency_key, targets, settings)
+
+
+def _dispatch_after_commit(session: Session, dispatches: list[store.Dispatch]) -> None:
+    """Publish when the caller's transaction commits; forget on rollback."""
+    pending = session.info.setdefault(_PENDING_KEY, [])
+    if not session.info.get(_PENDING_KEY + "_hooked"):
+        def after_commit(sess):
+            publisher.submit(sess.info.pop(_PENDING_KEY, []))
+
+        def after_rollback(sess):
+            sess.info.pop(_PENDING_KEY, None)
+
+        sa_event.listen(session, "after_commit", after_commit)
+        sa_event.listen(session, "after_rollback", after_rollback)
+        session.info[_PENDING_KEY + "_hooked"] = True
+    pending.extend(dispatches)
+
+
+def emit_event(account_id, event_type, data, *, idempotency_key=None, session=None) -> EmittedEvent:
+    """Emit one event to every subscription of the account that wants its type.
+
+    Raises InvalidEvent (a ValueError) for an unknown type or bad data, and
+    NotFound for an unknown account; nothing is stored then. With
+    ``session=``, the rows join the caller's transaction and the messages are
+    published after the caller commits. The same ``idempotency_key`` returns
+    the first event again (``duplicate=True``) and creates no deliveries.
+    """
+    settings = get_settings()
+    if session is not None:
+        emitted, dispatches = _emit(session, account_id, event_type, data, idempotency_key, settings)
+        session.flush()
+        _dispatch_after_commit(session, dispatches)
+        return emitted
+    own = get_sessionmaker()()
+    try:
+        emitted, dispatches = _emit(own, account_id, event_type, data, idempotency_key, settings)
+        own.commit()
+    except BaseException:
+        own.rollback()
+        raise
+    finally:
+        own.close()
+    publisher.submit(dispatches)
+    return emitted
+
+
+def send_test(session: Session, subscription: Subscription) -> EmittedEvent:
+    """A ``test.ping`` event to this one subscription, sent even while it is paused.
+
+    Runs in the caller's transaction; the message is published after it commits.
+    """
+    from .samples import sample_data
+
+    data = sample_data("test.ping")
+    if "subscription_id" in data:
+        data["subscription_id"] = subscription.id
+    emitted, dispatches = _emit(
+        session, subscription.account_id, "test.ping", data, None, get_settings(),
+        only_subscription=(subscription.id, subscription.status),
+    )
+    session.flush()
+    _dispatch_after_commit(session, dispatches)
+    return emitted

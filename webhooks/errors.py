@@ -1,0 +1,73 @@
+"""The one tree of exceptions raised by the webhooks core.
+
+::
+
+    WebhooksError
+     ├── ConfigError          a WEBHOOKS_* variable has a value that cannot be used
+     ├── InvalidEvent         (also ValueError) unknown event type or data that fails its schema
+     ├── NotFound             an object does not exist or belongs to another account
+     ├── Conflict             a state transition that the object's state does not allow
+     └── TransportError       one delivery attempt could not get a response (raised and
+          │                   caught inside webhooks.transport; recorded as the attempt's error)
+          ├── DestinationRefused  the endpoint resolves to an address the guard refuses
+          └── AttemptTimeout      the attempt ran past WEBHOOKS_TIMEOUT
+
+``InvalidSignature`` lives in :mod:`webhooks.signing` (standard library only, so
+receivers can vendor that one module) and is re-exported here.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WebhooksError",
+    "ConfigError",
+    "InvalidEvent",
+    "NotFound",
+    "Conflict",
+    "TransportError",
+    "DestinationRefused",
+    "AttemptTimeout",
+]
+
+
+class WebhooksError(Exception):
+    """Base of every error the webhooks core raises on purpose."""
+
+
+class ConfigError(WebhooksError):
+    """A configuration variable is malformed; the message names the variable."""
+
+
+class InvalidEvent(WebhooksError, ValueError):
+    """emit_event() was given an unknown type or data that fails the type's schema.
+
+    ``errors`` maps each offending field (dotted path) to a list of messages.
+    """
+
+    def __init__(self, message: str, errors: dict | None = None):
+        super().__init__(message)
+        self.errors = errors or {}
+
+
+class NotFound(WebhooksError):
+    """The object does not exist, or is not visible to the calling account."""
+
+
+class Conflict(WebhooksError):
+    """The requested transition is not allowed in the object's current state."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+class TransportError(WebhooksError):
+    """An attempt ended without an HTTP response (network error, time-out, refusal)."""
+
+
+class DestinationRefused(TransportError):
+    """The endpoint's address is not public and private targets are not allowed."""
+
+
+class AttemptTimeout(TransportError):
+    """The attempt did not complete within its deadline (WEBHOOKS_TIMEOUT seconds)."""

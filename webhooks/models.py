@@ -1,0 +1,204 @@
+"""SQLAlchemy models and state enums; the database is the source of truth.
+
+Models never commit: the caller owns the transaction (see store.py).
+Ids are UUID strings so the same schema runs on PostgreSQL and SQLite.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import uuid
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "Base",
+    "Account",
+    "Subscription",
+    "Event",
+    "Delivery",
+    "Attempt",
+    "SubscriptionStatus",
+    "DeliveryStatus",
+    "new_id",
+    "utcnow",
+]
+
+
+def new_id() -> str:
+    """A fresh random UUID as a lowercase hyphenated string."""
+    return str(uuid.uuid4())
+
+
+def utcnow() -> dt.datetime:
+    """The current time as an aware UTC datetime."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on both databases (SQLite has no time zones)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.timezone.utc)
+
+
+class SubscriptionStatus(str, enum.Enum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+
+
+class DeliveryStatus(str, enum.Enum):
+    """States of a delivery. SENDING is internal: an attempt is in flight.
+
+    The API shows SENDING as ``pending`` (CONTRACT 5 lists the public states).
+    """
+
+    PENDING = "pending"
+    SENDING = "sending"
+    PAUSED = "paused"
+    DONE = "done"
+    FAILED = "failed"
+    DEAD = "dead"
+
+    @property
+    def public(self) -> str:
+        return "pending" if self is DeliveryStatus.SENDING else self.value
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dt.datetime: UTCDateTime}
+
+
+class Account(Base):
+    __tablename__ = "accounts"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    # SHA-256 of the API key: the key itself is shown once and never stored.
+    api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Subscription(Base):
+    __tablename__ = "subscriptions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    url: Mapped[str] = mapped_column(String(2048))
+    secret: Mapped[str] = mapped_column(String(128))
+    # None: every event type; otherwise a list of catalogue names.
+    event_types: Mapped[list | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default=SubscriptionStatus.ACTIVE.value)
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
+    paused_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Soft delete: history stays readable, no further attempts are made.
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+
+    def wants(self, event_type: str) -> bool:
+        """True when this subscription receives events of ``event_type``."""
+        return self.event_types is None or event_type in self.event_types
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (UniqueConstraint("account_id", "idempotency_key"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    type: Mapped[str] = mapped_column(String(64))
+    # The envelope's version, sent again as the version header on every attempt.
+    version: Mapped[str] = mapped_column(String(10))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # The serialised envelope: the exact bytes of every attempt's body.
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Delivery(Base):
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        # The sweep's scans: due or overdue pending rows, and stale claims.
+        Index(
+            "ix_deliveries_pending_due",
+            "next_attempt_at",
+            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status = 'pending'"),
+        ),
+        Index(
+            "ix_deliveries_sending_claimed",
+            "claimed_at",
+            postgresql_where=text("status = 'sending'"),
+            sqlite_where=text("status = 'sending'"),
+        ),
+        Index("ix_deliveries_subscription_status", "subscription_id", "status"),
+        # Newest-first listing with a (created_at, id) cursor.
+        Index("ix_deliveries_account_created", "account_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    event_id: Mapped[str] = mapped_column(ForeignKey("events.id"), index=True)
+    subscription_id: Mapped[str] = mapped_column(ForeignKey("subscriptions.id"))
+    event_type: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default=DeliveryStatus.PENDING.value)
+    # Attempts started so far; the next attempt's number is attempt_count + 1.
+    attempt_count: Mapped[int] = mapped_column(Integer, default=0)
+    # When the next attempt is due (pending), or was due when it was held (paused).
+    next_attempt_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # True when no broker message carries the next attempt: the sweep sends it when due.
+    parked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # When the attempt in flight was claimed (status sending).
+    claimed_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    replay_of: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"), nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Attempt(Base):
+    __tablename__ = "attempts"
+    __table_args__ = (
+        # One row per attempt number: a duplicate attempt is never recorded twice.
+        UniqueConstraint("delivery_id", "number"),
+        # /metrics and the dashboard's chart read recent attempts by time.
+        Index("ix_attempts_started_at", "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id"))
+    number: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[dt.datetime] = mapped_column()
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    outcome: Mapped[str] = mapped_column(String(20))
+    # The first KiB of the response body, decoded leniently, for the dashboard.
+    response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -1,0 +1,55 @@
+"""Which IP addresses a delivery may connect to (CONTRACT 1, WEBHOOKS_ALLOW_PRIVATE_TARGETS).
+
+Pure: it judges an address that has already been resolved. transport.py calls
+it on every address it is about to connect to, so a host name that resolves
+to 127.0.0.1, or a DNS answer that changes between check and use, is caught.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+__all__ = ["is_public_address", "describe_refusal"]
+
+# NAT64 (RFC 6052) embeds an IPv4 address in its last 32 bits.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+def _embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """IPv4 addresses carried inside an IPv6 one (mapped, 6to4, Teredo, NAT64)."""
+    found = []
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    if address in _NAT64:
+        found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
+    return found
+
+
+def is_public_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """True only for globally routable unicast addresses.
+
+    Loopback, private, link-local (including the cloud metadata address
+    169.254.169.254), shared (100.64/10), unspecified (0.0.0.0, ::),
+    multicast, reserved and documentation ranges are not public; an IPv6
+    address that embeds an IPv4 one is judged by the embedded address too.
+    """
+    if isinstance(address, str):
+        # Strip an IPv6 zone id ("fe80::1%eth0").
+        address = ipaddress.ip_address(address.split("%", 1)[0])
+    if not address.is_global or address.is_multicast:
+        return False
+    if isinstance(address, ipaddress.IPv6Address):
+        return all(is_public_address(v4) for v4 in _embedded_ipv4(address))
+    return True
+
+
+def describe_refusal(address: str) -> str:
+    """The error text recorded when the guard refuses ``address``."""
+    return (
+        f"destination {address} is not a public address "
+        "(set WEBHOOKS_ALLOW_PRIVATE_TARGETS=true to allow it)"
+    )

@@ -1,0 +1,102 @@
+"""The Celery app and publishing: the one place the core touches Celery.
+
+Messages carry only ``(delivery_id, attempt_count)``; the database holds the
+rest. Publishing never raises: a broker that is down costs the caller at most
+about ``WEBHOOKS_PUBLISH_TIMEOUT`` seconds once, then publishing is skipped
+for ``BROKER_DOWN_BACKOFF_S`` seconds, and the returned failures are parked
+for the sweep by the caller (see dispatch.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Iterable
+
+from celery import Celery
+
+from .config import get_settings
+
+__all__ = ["celery_app", "DELIVER_TASK", "SWEEP_TASK", "publish", "request_sweep"]
+
+log = logging.getLogger(__name__)
+
+DELIVER_TASK = "webhooks.deliver"
+SWEEP_TASK = "webhooks.sweep"
+BROKER_DOWN_BACKOFF_S = 5.0
+
+
+def _make_app() -> Celery:
+    settings = get_settings()
+    if settings.is_embedded_broker:
+        (settings.broker_folder / "control").mkdir(parents=True, exist_ok=True)
+    app = Celery("webhooks")
+    app.config_from_object("celeryconfig")
+    return app
+
+
+celery_app = _make_app()
+
+_state_lock = threading.Lock()
+_broker_down_until = 0.0
+
+
+def _broker_marked_down() -> bool:
+    return time.monotonic() < _broker_down_until
+
+
+def _mark_broker_down() -> None:
+    global _broker_down_until
+    with _state_lock:
+        _broker_down_until = time.monotonic() + BROKER_DOWN_BACKOFF_S
+
+
+PUBLISH_BATCH = 500  # messages sent to the broker in one round trip
+
+
+def publish(dispatches: Iterable) -> list:
+    """Send one deliver message per Dispatch; return those that could not be sent.
+
+    Messages go out in pipelined batches (one round trip per batch on
+    Redis). On a failure the whole batch counts as not sent, and so does
+    everything after it: when the broker is down, every further publish
+    would wait out the same time-out. A message of a failed batch that did
+    reach the broker is harmless: the claim makes its second copy a no-op.
+    """
+    pending = list(dispatches)
+    if not pending or _broker_marked_down():
+        return pending
+    sent = 0
+    try:
+        with celery_app.producer_or_acquire() as producer:
+            for start in range(0, len(pending), PUBLISH_BATCH):
+                batch = pending[start:start + PUBLISH_BATCH]
+                with producer.batch(max_size=len(batch)):
+                    for item in batch:
+                        celery_app.send_task(
+                            DELIVER_TASK,
+                            args=(item.delivery_id, item.attempt_count),
+                            countdown=item.countdown,
+                            producer=producer,
+                        )
+                sent += len(batch)
+    except Exception as exc:  # noqa: BLE001 - any broker failure means "park it"
+        log.warning("broker publish failed, parking %d deliveries: %s",
+                    len(pending) - sent, type(exc).__name__)
+        _mark_broker_down()
+        return pending[sent:]
+    return []
+
+
+def request_sweep() -> bool:
+    """Ask a worker to sweep now (after a resume); False if the broker is unreachable."""
+    if _broker_marked_down():
+        return False
+    try:
+        celery_app.send_task(SWEEP_TASK)
+        return True
+    except Exception as exc:  # noqa: BLE001
+        log.warning("broker publish of a sweep failed: %s", type(exc).__name__)
+        _mark_broker_down()
+        return False
