@@ -2,7 +2,8 @@
 
 Both run once per attempt, so each is one SQL statement plus its commit on
 PostgreSQL (UPDATE … FROM … RETURNING to claim and load; one statement of
-data-modifying CTEs to record). SQLite cannot return columns of joined
+data-modifying CTEs to record), prepared once per connection (prepared.py)
+so PostgreSQL does not plan them again for every delivery. SQLite cannot return columns of joined
 tables or chain modifying CTEs, so it takes the portable path: the same
 transitions as two or three Core statements. Tests run both paths.
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, case, insert, select, text, update
+from sqlalchemy import and_, bindparam, case, insert, select, update
 from sqlalchemy.engine import Connection
 
 from .models import (
@@ -24,9 +25,9 @@ from .models import (
     Event,
     Subscription,
     SubscriptionStatus,
-    UTCDateTime,
 )
 from .policy import Decision, Outcome, rides_countdown
+from .prepared import PreparedStatement
 from .store import UNPAUSABLE_TYPE, Dispatch, hold_pending
 
 __all__ = ["Claim", "AttemptRecord", "claim", "record_attempt"]
@@ -74,7 +75,8 @@ def _is_postgresql(connection: Connection) -> bool:
 
 # ---------------------------------------------------------------- claim
 
-_CLAIM_PG = text(
+_CLAIM_PG = PreparedStatement(
+    "webhooks_claim_v1",
     """
     UPDATE deliveries AS d
        SET status = 'sending', attempt_count = d.attempt_count + 1,
@@ -85,8 +87,9 @@ _CLAIM_PG = text(
        AND e.id = d.event_id AND s.id = d.subscription_id
     RETURNING d.subscription_id, d.event_id, d.event_type, e.body, e.version,
               s.url, s.secret, s.status, s.deleted_at
-    """
-).bindparams(bindparam("now", type_=UTCDateTime()), bindparam("due", type_=UTCDateTime()))
+    """,
+    [("id", "varchar"), ("count", "integer"), ("now", "timestamp"), ("due", "timestamp")],
+)
 
 _CLAIM_PORTABLE = (
     update(deliveries)
@@ -130,7 +133,8 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
     """
     params = {"count": attempt_count, "now": now, "due": now + EARLY_SLACK}
     if _is_postgresql(connection):
-        row = connection.execute(_CLAIM_PG, {**params, "id": delivery_id}).first()
+        rows = _CLAIM_PG.execute(connection, {**params, "id": delivery_id})
+        row = rows[0] if rows else None
     else:
         claimed = connection.execute(_CLAIM_PORTABLE, {**params, "d_id": delivery_id}).first()
         row = None
@@ -221,19 +225,24 @@ _SUCCESS_COUNTER_PG = """
          WHERE id = :subscription_id AND consecutive_failures <> 0 AND EXISTS (SELECT 1 FROM moved)
         RETURNING consecutive_failures, paused_at
 """
-_TIME_PARAMS = ("now", "next_at", "started_at")
-
-
-def _pg_record_statement(counter: str):
-    return (
-        text(_RECORD_PG_TEMPLATE.format(counter=counter))
-        .bindparams(*(bindparam(name, type_=UTCDateTime()) for name in _TIME_PARAMS))
-        .columns(paused_at=UTCDateTime())
-    )
-
-
-_RECORD_FAILURE_PG = _pg_record_statement(_FAILURE_COUNTER_PG)
-_RECORD_SUCCESS_PG = _pg_record_statement(_SUCCESS_COUNTER_PG)
+_RECORD_PARAMETERS = [
+    ("id", "varchar"), ("number", "integer"), ("status", "varchar"), ("next_at", "timestamp"),
+    ("parked", "boolean"), ("now", "timestamp"), ("started_at", "timestamp"),
+    ("duration_ms", "integer"), ("status_code", "integer"), ("error", "text"),
+    ("outcome", "varchar"), ("excerpt", "text"), ("subscription_id", "varchar"),
+]
+_RECORD_FAILURE_PG = PreparedStatement(
+    "webhooks_record_failure_v1",
+    _RECORD_PG_TEMPLATE.format(counter=_FAILURE_COUNTER_PG),
+    [*_RECORD_PARAMETERS, ("pause_after", "integer")],
+    timestamp_columns=["paused_at"],
+)
+_RECORD_SUCCESS_PG = PreparedStatement(
+    "webhooks_record_success_v1",
+    _RECORD_PG_TEMPLATE.format(counter=_SUCCESS_COUNTER_PG),
+    _RECORD_PARAMETERS,
+    timestamp_columns=["paused_at"],
+)
 
 
 def record_attempt(
@@ -274,7 +283,7 @@ def record_attempt(
     )
     if _is_postgresql(connection):
         statement = _RECORD_FAILURE_PG if decision.is_failure else _RECORD_SUCCESS_PG
-        moved, failures, paused_at = connection.execute(statement, params).one()
+        ((moved, failures, paused_at),) = statement.execute(connection, params)
         if not moved:
             return None
     else:

@@ -23,7 +23,7 @@ __all__ = ["make_engine", "get_engine", "get_sessionmaker", "session_scope", "di
 SQLITE_BUSY_TIMEOUT_S = 30
 
 _lock = threading.Lock()
-_cache: dict[tuple[int, str], tuple[Engine, sessionmaker]] = {}
+_cache: dict[tuple[int, str, bool], tuple[Engine, sessionmaker]] = {}
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -50,8 +50,13 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def make_engine(url: str) -> Engine:
-    """A new engine for ``url`` with the settings this service needs."""
+def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
+    """A new engine for ``url`` with the settings this service needs.
+
+    ``pre_ping=False`` is for callers that handle a dropped connection
+    themselves (the delivery hot path retries once): it saves a round trip
+    each time a connection is taken from the pool.
+    """
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
@@ -64,35 +69,39 @@ def make_engine(url: str) -> Engine:
         _configure_sqlite(engine)
         return engine
     # pre_ping: a connection killed under us (restart, pg_terminate_backend)
-    # is replaced before use instead of failing the next delivery.
+    # is replaced before use instead of failing the next request.
     # hide_parameters: bound values (signing secrets among them) never appear
     # in the text of a database error, which is logged.
     return create_engine(
         url,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         hide_parameters=True,
         pool_size=int(os.environ.get("WEBHOOKS_DB_POOL_SIZE", "5")),
         max_overflow=int(os.environ.get("WEBHOOKS_DB_MAX_OVERFLOW", "10")),
     )
 
 
-def _entry(url: str | None = None) -> tuple[Engine, sessionmaker]:
+def _entry(url: str | None = None, pre_ping: bool = True) -> tuple[Engine, sessionmaker]:
     url = url or get_settings().database_url
-    key = (os.getpid(), url)
+    key = (os.getpid(), url, pre_ping)
     entry = _cache.get(key)
     if entry is None:
         with _lock:
             entry = _cache.get(key)
             if entry is None:
-                engine = make_engine(url)
+                engine = make_engine(url, pre_ping=pre_ping)
                 entry = (engine, sessionmaker(engine, expire_on_commit=False))
                 _cache[key] = entry
     return entry
 
 
-def get_engine(url: str | None = None) -> Engine:
-    """This process's engine for ``url`` (default: the configured database)."""
-    return _entry(url)[0]
+def get_engine(url: str | None = None, *, pre_ping: bool = True) -> Engine:
+    """This process's engine for ``url`` (default: the configured database).
+
+    ``pre_ping=False`` gives a second engine whose connections are not checked
+    when taken; see make_engine.
+    """
+    return _entry(url, pre_ping)[0]
 
 
 def get_sessionmaker(url: str | None = None) -> sessionmaker:

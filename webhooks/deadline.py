@@ -74,7 +74,11 @@ class _Watchdog:
         with self._cond:
             self._ensure_thread()
             heapq.heappush(self._heap, (attempt.deadline, next(self._ids), attempt))
-            self._cond.notify()
+            # Wake the thread only if it now has an earlier deadline to wait for:
+            # with one time-out for all attempts that is rare, and a wake-up per
+            # attempt costs CPU the deliveries need.
+            if self._heap[0][2] is attempt:
+                self._cond.notify()
 
     def _ensure_thread(self) -> None:
         # Threads do not survive fork: a prefork child starts its own.

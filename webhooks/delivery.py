@@ -73,16 +73,24 @@ def run_attempt(
     Two short transactions (claim, record); none is open while the POST is in flight.
     """
     settings = settings or get_settings()
-    engine = get_engine()
-    with engine.begin() as connection:
-        claim = attempts.claim(connection, delivery_id, attempt_count, utcnow())
+    # No pre-ping on the hot path (a round trip per transaction): a dropped
+    # connection is retried once instead, see _in_transaction.
+    engine = get_engine(pre_ping=False)
+    claim = _in_transaction(
+        engine, lambda connection: attempts.claim(connection, delivery_id, attempt_count, utcnow()),
+        f"claiming delivery {delivery_id}",
+    )
     if claim is None:
         return None
     started_at = utcnow()
     sender = sender or default_sender(settings)
     result = sender(claim.url, claim.body, delivery_headers(claim, settings, int(time.time())))
     decision = policy.decide(claim.attempt_number, result.status_code, settings.retry_delays)
-    record = _record_with_one_retry(engine, claim, result, decision, started_at, settings)
+    record = _in_transaction(
+        engine,
+        lambda connection: _record(connection, claim, result, decision, started_at, settings),
+        f"recording delivery {delivery_id}",
+    )
     if record is None:
         log.warning("attempt %d of delivery %s finished after its claim was taken back",
                     claim.attempt_number, delivery_id)
@@ -93,22 +101,24 @@ def run_attempt(
     return record.status
 
 
-def _record_with_one_retry(engine, claim, result, decision, started_at, settings):
-    """Record the attempt; if the connection was dropped under us, once more on a fresh one.
+def _in_transaction(engine, work, doing: str):
+    """``work(connection)`` in a transaction; once more on a fresh connection if it was dropped.
 
-    Safe to repeat: the record is conditional on the claim (status sending,
-    this attempt count), so it applies at most once. Without the retry, a
-    database restart between POST and record costs a duplicate attempt.
+    Safe to repeat for both steps of an attempt. The record is conditional on
+    the claim (status sending, this attempt count), so it applies at most
+    once; without the retry, a database restart between POST and record costs
+    a duplicate attempt. A claim whose commit reached the database before the
+    connection dropped finds itself already claimed the second time and sends
+    nothing; the sweep takes that claim back after WEBHOOKS_RECOVER_AFTER.
     """
     for try_number in (1, 2):
         try:
             with engine.begin() as connection:
-                return _record(connection, claim, result, decision, started_at, settings)
+                return work(connection)
         except OperationalError as exc:
             if try_number == 2 or not exc.connection_invalidated:
                 raise
-            log.warning("database connection lost while recording delivery %s; retrying once",
-                        claim.delivery_id)
+            log.warning("database connection lost while %s; retrying once", doing)
     return None
 
 

@@ -1,0 +1,105 @@
+"""Server-side prepared statements (webhooks/prepared.py) on the real PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from sqlalchemy import text
+
+from webhooks.prepared import PreparedStatement
+
+pytestmark = pytest.mark.integration
+
+ECHO = PreparedStatement(
+    "test_echo_v1",
+    "SELECT :word AS word, :n + 1 AS next, :at AS at",
+    [("n", "integer"), ("word", "text"), ("at", "timestamp")],
+    timestamp_columns=["at"],
+)
+MOMENT = dt.datetime(2026, 11, 21, 12, 30, tzinfo=dt.timezone.utc)
+
+
+def prepared_names(connection) -> set[str]:
+    return set(connection.execute(text("SELECT name FROM pg_prepared_statements")).scalars())
+
+
+def test_binds_by_name_and_returns_aware_timestamps(db):
+    from webhooks.db import get_engine
+
+    with get_engine().begin() as connection:
+        (row,) = ECHO.execute(connection, {"word": "hi", "n": 41, "at": MOMENT})
+    assert row == ("hi", 42, MOMENT)
+    assert row[2].tzinfo is not None
+
+
+def test_prepares_once_per_connection_and_survives_a_rollback(db):
+    from webhooks.db import get_engine
+
+    engine = get_engine()
+    with engine.connect() as connection:
+        with connection.begin() as transaction:
+            ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT})
+            transaction.rollback()
+        # PREPARE is not undone by ROLLBACK: the second run must not prepare again
+        # (a second PREPARE of the same name would fail).
+        with connection.begin():
+            assert ECHO.execute(connection, {"word": "b", "n": 2, "at": MOMENT})[0][:2] == ("b", 3)
+            assert "test_echo_v1" in prepared_names(connection)
+
+
+def test_a_new_connection_prepares_again(db):
+    from webhooks.db import get_engine
+
+    engine = get_engine()
+    with engine.begin() as connection:
+        ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT})
+    engine.dispose()  # every pooled connection closed: the next one is new
+    with engine.begin() as connection:
+        assert "test_echo_v1" not in prepared_names(connection)
+        assert ECHO.execute(connection, {"word": "c", "n": 5, "at": MOMENT})[0][:2] == ("c", 6)
+
+
+def test_naive_timestamps_are_refused(db):
+    from webhooks.db import get_engine
+
+    with get_engine().begin() as connection, pytest.raises(ValueError, match="naive"):
+        ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT.replace(tzinfo=None)})
+
+
+@pytest.mark.parametrize("declared", [
+    [("a", "integer")],                       # b used but not declared
+    [("a", "integer"), ("b", "integer"), ("c", "integer")],  # c declared, never used
+])
+def test_declared_parameters_must_match_the_statement(declared):
+    with pytest.raises(ValueError, match="declared"):
+        PreparedStatement("bad", "SELECT :a + :b", declared)
+
+
+def test_casts_are_not_taken_for_parameters():
+    statement = PreparedStatement("casts", "SELECT :a::text, 'x'::varchar", [("a", "integer")])
+    assert statement._text == "SELECT $1::text, 'x'::varchar"
+
+
+def test_a_killed_connection_is_replaced_and_prepares_again(db):
+    """After pg_terminate_backend the pool invalidates the connection, and with it what
+    was prepared on it: the replacement must prepare again, not EXECUTE blindly."""
+    from sqlalchemy.exc import OperationalError
+
+    from tests.support.services import PG_URL
+    from webhooks.db import get_engine, make_engine
+
+    engine = make_engine(PG_URL, pre_ping=False)
+    try:
+        with engine.begin() as connection:
+            ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT})
+            pid = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        with get_engine().begin() as killer:  # another pool: not the connection it kills
+            killer.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        with pytest.raises(OperationalError):
+            with engine.begin() as connection:
+                ECHO.execute(connection, {"word": "b", "n": 2, "at": MOMENT})
+        with engine.begin() as connection:
+            assert ECHO.execute(connection, {"word": "c", "n": 3, "at": MOMENT})[0][:2] == ("c", 4)
+    finally:
+        engine.dispose()
