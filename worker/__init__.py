@@ -1,5 +1,7 @@
 """The Celery worker entry point: ``celery -A worker worker`` / ``celery -A worker beat``."""
 
+import logging
+
 from celery.signals import setup_logging
 
 from webhooks.logs import configure_logging
@@ -9,8 +11,19 @@ from . import tasks  # noqa: F401  (registers the tasks on the app)
 
 __all__ = ["app"]
 
+# Celery logs two INFO lines per task (received, succeeded) that carry no
+# delivery, event or subscription id; webhooks.delivery logs one line per
+# attempt that does. Formatting them costs CPU every delivery needs
+# (docs/performance.md), so they are shown at DEBUG only. A task that raised
+# is still logged (ERROR).
+PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
+
 
 @setup_logging.connect
 def _json_logs(loglevel=None, **_):
     """Worker and beat log JSON lines with delivery ids (webhooks/logs.py), never secrets."""
-    configure_logging(loglevel or None)
+    handler = configure_logging(loglevel or None)
+    quiet = logging.DEBUG if logging.getLogger().level <= logging.DEBUG else logging.WARNING
+    for name in PER_TASK_LOGGERS:
+        logging.getLogger(name).setLevel(quiet)
+    return handler
