@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, case, insert, select, update
+from sqlalchemy import and_, bindparam, case, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from .models import (
@@ -28,9 +28,9 @@ from .models import (
 )
 from .policy import Decision, Outcome, rides_countdown
 from .prepared import PreparedStatement
-from .store import UNPAUSABLE_TYPE, Dispatch, hold_pending
+from .store import UNPAUSABLE_TYPE, WAITING, Dispatch, hold_pending
 
-__all__ = ["Claim", "AttemptRecord", "claim", "record_attempt"]
+__all__ = ["Claim", "AttemptRecord", "claim", "record_attempt", "wait_for_slot", "release_waiting"]
 
 PENDING = DeliveryStatus.PENDING.value
 SENDING = DeliveryStatus.SENDING.value
@@ -67,6 +67,7 @@ class AttemptRecord:
     status: str
     dispatch: Dispatch | None
     paused_subscription: bool
+    released: tuple[Dispatch, ...] = ()  # deliveries that waited for the slot this attempt frees
 
 
 def _is_postgresql(connection: Connection) -> bool:
@@ -76,7 +77,7 @@ def _is_postgresql(connection: Connection) -> bool:
 # ---------------------------------------------------------------- claim
 
 _CLAIM_PG = PreparedStatement(
-    "webhooks_claim_v1",
+    "webhooks_claim_v2",
     """
     UPDATE deliveries AS d
        SET status = 'sending', attempt_count = d.attempt_count + 1,
@@ -85,20 +86,37 @@ _CLAIM_PG = PreparedStatement(
      WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :count
        AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= :due)
        AND e.id = d.event_id AND s.id = d.subscription_id
+       AND (:cap = 0 OR d.event_type = 'test.ping'
+            OR (SELECT count(*) FROM deliveries AS f
+                 WHERE f.subscription_id = d.subscription_id AND f.status = 'sending') < :cap)
     RETURNING d.subscription_id, d.event_id, d.event_type, e.body, e.version,
               s.url, s.secret, s.status, s.deleted_at
     """,
-    [("id", "varchar"), ("count", "integer"), ("now", "timestamp"), ("due", "timestamp")],
+    [("id", "varchar"), ("count", "integer"), ("now", "timestamp"), ("due", "timestamp"),
+     ("cap", "integer")],
 )
 
+_in_flight = Delivery.__table__.alias("in_flight")
+_CLAIMABLE = (
+    deliveries.c.status == PENDING,
+    deliveries.c.attempt_count == bindparam("count"),
+    deliveries.c.next_attempt_at.is_(None) | (deliveries.c.next_attempt_at <= bindparam("due")),
+)
+_UNDER_CAP = (
+    (bindparam("cap") == 0)
+    | (deliveries.c.event_type == UNPAUSABLE_TYPE)
+    | (
+        select(func.count())
+        .select_from(_in_flight)
+        .where(_in_flight.c.subscription_id == deliveries.c.subscription_id,
+               _in_flight.c.status == SENDING)
+        .scalar_subquery()
+        < bindparam("cap")
+    )
+)
 _CLAIM_PORTABLE = (
     update(deliveries)
-    .where(
-        deliveries.c.id == bindparam("d_id"),
-        deliveries.c.status == PENDING,
-        deliveries.c.attempt_count == bindparam("count"),
-        deliveries.c.next_attempt_at.is_(None) | (deliveries.c.next_attempt_at <= bindparam("due")),
-    )
+    .where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _UNDER_CAP)
     .values(
         status=SENDING,
         attempt_count=deliveries.c.attempt_count + 1,
@@ -123,15 +141,20 @@ _LOAD_PORTABLE = (
 )
 
 
-def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime) -> Claim | None:
+def claim(
+    connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime,
+    max_in_flight: int = 0,
+) -> Claim | None:
     """Claim the next attempt of a pending, due delivery; None if it is not ours to send.
 
     ``attempt_count`` is the count the broker message expects: a stale or
     duplicate message finds another count (or status) and claims nothing. A
     claim for a paused (or deleted) subscription is given back at once and the
-    delivery held as ``paused`` (or ended ``failed``).
+    delivery held as ``paused`` (or ended ``failed``). When the subscription
+    already has ``max_in_flight`` attempts in flight (0: no limit), the
+    delivery waits for a free slot instead (see ``wait_for_slot``).
     """
-    params = {"count": attempt_count, "now": now, "due": now + EARLY_SLACK}
+    params = {"count": attempt_count, "now": now, "due": now + EARLY_SLACK, "cap": max_in_flight}
     if _is_postgresql(connection):
         rows = _CLAIM_PG.execute(connection, {**params, "id": delivery_id})
         row = rows[0] if rows else None
@@ -144,6 +167,8 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
             ).one()
             row = (*claimed, *loaded)
     if row is None:
+        if max_in_flight:
+            wait_for_slot(connection, delivery_id, attempt_count, now)
         return None
     subscription_id, event_id, event_type, body, version, url, secret, status, deleted_at = row
     if deleted_at is not None:
@@ -179,6 +204,51 @@ def _unclaim(connection: Connection, delivery_id: str, status: str, now: dt.date
     )
 
 
+# ---------------------------------------------------------------- slots
+#
+# A delivery waiting for a free slot of its subscription is pending, parked,
+# with no next_attempt_at: no broker message carries it and the sweep's due
+# steps do not see it. Each recorded attempt of the subscription releases the
+# oldest waiting one (in the record's own statement on PostgreSQL); the sweep
+# releases them for a subscription with nothing in flight, should a release
+# have been missed.
+
+
+def wait_for_slot(connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime) -> bool:
+    """Park a delivery the cap turned away until a slot frees; False if it was not claimable.
+
+    Only a delivery the claim would otherwise have taken (pending, this
+    count, due) is parked, so a stale or duplicate message changes nothing.
+    """
+    moved = connection.execute(
+        update(deliveries)
+        .where(deliveries.c.id == delivery_id, *_CLAIMABLE)
+        .values(parked=True, next_attempt_at=None, updated_at=now),
+        {"count": attempt_count, "due": now + EARLY_SLACK},
+    )
+    return moved.rowcount == 1
+
+
+def release_waiting(connection: Connection, subscription_id: str, now: dt.datetime,
+                    limit: int = 1) -> list[Dispatch]:
+    """Make the oldest ``limit`` deliveries waiting for a slot of the subscription due now."""
+    oldest = (
+        select(deliveries.c.id)
+        .where(deliveries.c.subscription_id == subscription_id, *WAITING)
+        .order_by(deliveries.c.created_at, deliveries.c.id)
+        .limit(limit)
+    )
+    if _is_postgresql(connection):
+        oldest = oldest.with_for_update(skip_locked=True)
+    released = connection.execute(
+        update(deliveries)
+        .where(deliveries.c.id.in_(oldest), *WAITING)
+        .values(parked=False, next_attempt_at=now, updated_at=now)
+        .returning(deliveries.c.id, deliveries.c.attempt_count)
+    ).all()
+    return [Dispatch(delivery_id, count) for delivery_id, count in released]
+
+
 # ---------------------------------------------------------------- record
 
 _STATUS_AFTER = {
@@ -188,8 +258,9 @@ _STATUS_AFTER = {
     Outcome.RETRY: PENDING,
 }
 
-# One statement: move the delivery, insert the attempt, count toward the pause.
-# Each step only happens if the delivery was still ours ("moved" is not empty).
+# One statement: move the delivery, insert the attempt, count toward the pause,
+# release the subscription's oldest delivery waiting for a slot. Each step
+# only happens if the delivery was still ours ("moved" is not empty).
 _RECORD_PG_TEMPLATE = """
     WITH moved AS (
         UPDATE deliveries
@@ -205,10 +276,20 @@ _RECORD_PG_TEMPLATE = """
         RETURNING delivery_id
     ), counted AS (
         {counter}
+    ), released AS (
+        UPDATE deliveries SET parked = false, next_attempt_at = :now, updated_at = :now
+         WHERE id IN (SELECT w.id FROM deliveries AS w
+                       WHERE w.subscription_id = :subscription_id AND w.status = 'pending'
+                         AND w.parked AND w.next_attempt_at IS NULL
+                       ORDER BY w.created_at, w.id LIMIT 1 FOR UPDATE SKIP LOCKED)
+           AND EXISTS (SELECT 1 FROM moved)
+        RETURNING id, attempt_count
     )
     SELECT (SELECT count(*) FROM moved) AS moved,
            (SELECT consecutive_failures FROM counted) AS failures,
-           (SELECT paused_at FROM counted) AS paused_at
+           (SELECT paused_at FROM counted) AS paused_at,
+           (SELECT id FROM released) AS released_id,
+           (SELECT attempt_count FROM released) AS released_count
 """
 _FAILURE_COUNTER_PG = """
         UPDATE subscriptions
@@ -232,13 +313,13 @@ _RECORD_PARAMETERS = [
     ("outcome", "varchar"), ("excerpt", "text"), ("subscription_id", "varchar"),
 ]
 _RECORD_FAILURE_PG = PreparedStatement(
-    "webhooks_record_failure_v1",
+    "webhooks_record_failure_v2",
     _RECORD_PG_TEMPLATE.format(counter=_FAILURE_COUNTER_PG),
     [*_RECORD_PARAMETERS, ("pause_after", "integer")],
     timestamp_columns=["paused_at"],
 )
 _RECORD_SUCCESS_PG = PreparedStatement(
-    "webhooks_record_success_v1",
+    "webhooks_record_success_v2",
     _RECORD_PG_TEMPLATE.format(counter=_SUCCESS_COUNTER_PG),
     _RECORD_PARAMETERS,
     timestamp_columns=["paused_at"],
@@ -283,20 +364,26 @@ def record_attempt(
     )
     if _is_postgresql(connection):
         statement = _RECORD_FAILURE_PG if decision.is_failure else _RECORD_SUCCESS_PG
-        ((moved, failures, paused_at),) = statement.execute(connection, params)
+        ((moved, failures, paused_at, released_id, released_count),) = statement.execute(
+            connection, params)
         if not moved:
             return None
+        released = [Dispatch(released_id, released_count)] if released_id else []
     else:
         counted = _record_portable(connection, params, decision.is_failure)
         if counted is None:
             return None
         failures, paused_at = counted
+        released = release_waiting(connection, claim_.subscription_id, now)
     paused_now = paused_at == now and failures is not None and failures >= pause_after
     if paused_now:
+        # The released delivery is held with the others; resume sends it.
         hold_pending(connection, claim_.subscription_id, now)
+        released = []
         if status == PENDING and claim_.event_type != UNPAUSABLE_TYPE:
             status, dispatch = PAUSED, None
-    return AttemptRecord(status=status, dispatch=dispatch, paused_subscription=paused_now)
+    return AttemptRecord(status=status, dispatch=dispatch, paused_subscription=paused_now,
+                         released=tuple(released))
 
 
 def _record_portable(connection: Connection, params: dict, is_failure: bool):

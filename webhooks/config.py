@@ -40,6 +40,7 @@ class Settings:
     allow_private_targets: bool = False
     countdown_limit: int = 300
     countdown_max: int = 2000
+    max_in_flight: int = 10
     sweep_interval: float = 5.0
     recover_after: float = 120.0
     sweep_batch: int = 5000
@@ -179,6 +180,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         countdown_limit=countdown_limit,
         countdown_max=_positive_number(
             env, "WEBHOOKS_COUNTDOWN_MAX", 2000, integer=True, allow_zero=True
+        ),
+        max_in_flight=_positive_number(
+            env, "WEBHOOKS_MAX_IN_FLIGHT", 10, integer=True, allow_zero=True
         ),
         sweep_interval=_positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),
         recover_after=_positive_number(env, "WEBHOOKS_RECOVER_AFTER", 120.0),

@@ -77,7 +77,9 @@ def run_attempt(
     # connection is retried once instead, see _in_transaction.
     engine = get_engine(pre_ping=False)
     claim = _in_transaction(
-        engine, lambda connection: attempts.claim(connection, delivery_id, attempt_count, utcnow()),
+        engine,
+        lambda connection: attempts.claim(connection, delivery_id, attempt_count, utcnow(),
+                                          settings.max_in_flight),
         f"claiming delivery {delivery_id}",
     )
     if claim is None:
@@ -96,8 +98,9 @@ def run_attempt(
                     claim.attempt_number, delivery_id)
         return None
     _log_attempt(claim, result, decision, record, settings)
-    if record.dispatch is not None:
-        dispatch([record.dispatch])
+    to_publish = [*([record.dispatch] if record.dispatch is not None else []), *record.released]
+    if to_publish:
+        dispatch(to_publish)
     return record.status
 
 
@@ -176,6 +179,7 @@ def run_sweep(settings: Settings | None = None) -> int:
             timeout=settings.timeout,
             recover_after=settings.recover_after,
             batch=settings.sweep_batch,
+            max_in_flight=settings.max_in_flight,
         )
     parked = dispatch(found)
     return len(found) - parked

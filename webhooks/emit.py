@@ -113,12 +113,25 @@ deliveries_table = Delivery.__table__
 subscriptions_table = Subscription.__table__
 
 # Prebuilt once: building statements per call cost more than running them.
+_waiting = Delivery.__table__.alias("waiting")
+_HAS_WAITING = (
+    select(1)
+    .select_from(_waiting)
+    .where(
+        _waiting.c.subscription_id == subscriptions_table.c.id,
+        _waiting.c.status == DeliveryStatus.PENDING.value,
+        _waiting.c.parked.is_(True),
+        _waiting.c.next_attempt_at.is_(None),
+    )
+    .exists()
+)
 _TARGETS = (
     select(
         accounts_table.c.id,
         subscriptions_table.c.id,
         subscriptions_table.c.status,
         subscriptions_table.c.event_types,
+        _HAS_WAITING,
     )
     .select_from(
         accounts_table.outerjoin(
@@ -166,8 +179,9 @@ def _existing(connection: Connection, account_id: str, key: str) -> EmittedEvent
     return EmittedEvent(event.id, event.type, event.created_at, tuple(ids), duplicate=True)
 
 
-def _targets(connection: Connection, account_id: str, event_type: str) -> list[tuple[str, str]]:
-    """(subscription id, status) of the account's live subscriptions that want this type.
+def _targets(connection: Connection, account_id: str, event_type: str) -> list[tuple[str, str, bool]]:
+    """(subscription id, status, has waiting deliveries) of the account's live
+    subscriptions that want this type.
 
     One query answers both "does the account exist" and "who subscribed".
     """
@@ -175,8 +189,8 @@ def _targets(connection: Connection, account_id: str, event_type: str) -> list[t
     if not rows:
         raise NotFound(f"account {account_id} does not exist")
     return [
-        (sub_id, status)
-        for _, sub_id, status, types in rows
+        (sub_id, status, bool(waiting))
+        for _, sub_id, status, types, waiting in rows
         if sub_id is not None and (types is None or event_type in types)
     ]
 
@@ -189,7 +203,7 @@ def _store(
     event_id: str,
     created_at: dt.datetime,
     idempotency_key: str | None,
-    targets: list[tuple[str, str]],
+    targets: list[tuple[str, str, bool]],
     settings: Settings,
 ) -> tuple[EmittedEvent, list[store.Dispatch]]:
     values = dict(
@@ -199,19 +213,25 @@ def _store(
     if not _insert_event(connection, values):
         return _existing(connection, account_id, idempotency_key), []
     rows = []
-    for subscription_id, status in targets:
-        held = status == SubscriptionStatus.PAUSED.value and event_type != store.UNPAUSABLE_TYPE
+    for subscription_id, status, has_waiting in targets:
+        unpausable = event_type == store.UNPAUSABLE_TYPE
+        held = status == SubscriptionStatus.PAUSED.value and not unpausable
+        # Deliveries already wait for a free slot of this subscription (its
+        # endpoint is slow or hanging, attempts.py): this one queues behind
+        # them without a broker message, instead of being turned away by a claim.
+        queued = has_waiting and not held and not unpausable
         rows.append(dict(
             id=new_id(), account_id=account_id, event_id=event_id,
             subscription_id=subscription_id, event_type=event_type,
             status=DeliveryStatus.PAUSED.value if held else DeliveryStatus.PENDING.value,
-            attempt_count=0, next_attempt_at=created_at, parked=False, claimed_at=None,
-            replay_of=None, created_at=created_at, updated_at=created_at,
+            attempt_count=0, next_attempt_at=None if queued else created_at, parked=queued,
+            claimed_at=None, replay_of=None, created_at=created_at, updated_at=created_at,
         ))
     if rows:
         connection.execute(_INSERT_DELIVERIES, rows)
     dispatches = [
-        store.Dispatch(row["id"], 0) for row in rows if row["status"] == DeliveryStatus.PENDING.value
+        store.Dispatch(row["id"], 0) for row in rows
+        if row["status"] == DeliveryStatus.PENDING.value and not row["parked"]
     ]
     emitted = EmittedEvent(event_id, event_type, created_at, tuple(row["id"] for row in rows))
     return emitted, dispatches
@@ -287,7 +307,7 @@ def send_test(session: Session, subscription: Subscription) -> EmittedEvent:
         data["subscription_id"] = subscription.id
     emitted, dispatches = _emit(
         session, subscription.account_id, "test.ping", data, None, get_settings(),
-        only_subscription=(subscription.id, subscription.status),
+        only_subscription=(subscription.id, subscription.status, False),
     )
     session.flush()
     _dispatch_after_commit(session, dispatches)

@@ -160,6 +160,14 @@ class Delivery(Base):
             sqlite_where=text("status = 'sending'"),
         ),
         Index("ix_deliveries_subscription_status", "subscription_id", "status"),
+        # Deliveries waiting for a free slot of their subscription (attempts.py), oldest first.
+        Index(
+            "ix_deliveries_waiting",
+            "subscription_id",
+            "created_at",
+            postgresql_where=text("status = 'pending' AND parked AND next_attempt_at IS NULL"),
+            sqlite_where=text("status = 'pending' AND parked = 1 AND next_attempt_at IS NULL"),
+        ),
         # Newest-first listing with a (created_at, id) cursor.
         Index("ix_deliveries_account_created", "account_id", "created_at", "id"),
     )

@@ -14,8 +14,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session, aliased
 
 from .accounts import new_signing_secret
 from .errors import Conflict, NotFound
@@ -31,6 +31,7 @@ __all__ = [
     "replay_delivery",
     "delete_subscription",
     "sweep",
+    "WAITING",
 ]
 
 PENDING = DeliveryStatus.PENDING.value
@@ -38,6 +39,10 @@ SENDING = DeliveryStatus.SENDING.value
 PAUSED = DeliveryStatus.PAUSED.value
 # Deliveries of this type are never held by a pause: "Send test" must reach a paused endpoint.
 UNPAUSABLE_TYPE = "test.ping"
+# A delivery waiting for a free slot of its subscription (WEBHOOKS_MAX_IN_FLIGHT):
+# pending and parked with no next_attempt_at, so no due step of the sweep sees it.
+# attempts.py parks and releases them; the sweep's last step is the safety net.
+WAITING = (Delivery.status == PENDING, Delivery.parked.is_(True), Delivery.next_attempt_at.is_(None))
 
 
 @dataclass(frozen=True)
@@ -194,7 +199,8 @@ def _take(session: Session, candidates, values: dict, *conditions) -> list[Dispa
 
 
 def sweep(
-    session: Session, now: dt.datetime, *, timeout: float, recover_after: float, batch: int
+    session: Session, now: dt.datetime, *, timeout: float, recover_after: float, batch: int,
+    max_in_flight: int = 0,
 ) -> list[Dispatch]:
     """Find what needs a broker message now; return it for publishing after commit.
 
@@ -206,6 +212,9 @@ def sweep(
        now so each is re-published at most once per ``recover_after``.
     4. Deliveries held ``paused`` although their subscription is active (a
        resume that raced a claim).
+    5. Deliveries waiting for a slot of a subscription with nothing in
+       flight (a release was missed: a worker died between its record and
+       the publish): up to ``max_in_flight`` each (all, if 0).
     Each step touches at most ``batch`` rows; the rest wait for the next sweep.
     """
     stale_before = now - dt.timedelta(seconds=timeout + recover_after)
@@ -241,4 +250,28 @@ def sweep(
         .limit(batch)
     )
     dispatches += _take(session, orphaned, dict(due, status=PENDING), Delivery.status == PAUSED)
+    dispatches += _take(session, _forgotten_waiting(session, max_in_flight, batch), due, *WAITING)
     return dispatches
+
+
+def _forgotten_waiting(session: Session, per_subscription: int, batch: int):
+    """Ids of the oldest waiting deliveries of each subscription that has nothing in flight."""
+    in_flight = aliased(Delivery)
+    rows = session.execute(
+        select(Delivery.id, Delivery.subscription_id)
+        .where(
+            *WAITING,
+            ~exists().where(in_flight.subscription_id == Delivery.subscription_id,
+                            in_flight.status == SENDING),
+        )
+        .order_by(Delivery.subscription_id, Delivery.created_at, Delivery.id)
+        .limit(batch)
+    )
+    taken: dict[str, int] = {}
+    chosen = []
+    for delivery_id, subscription_id in rows:
+        if per_subscription and taken.get(subscription_id, 0) >= per_subscription:
+            continue
+        taken[subscription_id] = taken.get(subscription_id, 0) + 1
+        chosen.append(delivery_id)
+    return select(Delivery.id).where(Delivery.id.in_(chosen))
