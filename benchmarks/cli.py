@@ -16,7 +16,7 @@ from .scenarios import ORDER
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/webhooks_bench"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/14"
-DEFAULT_POOLS = "prefork:2,threads:16"
+DEFAULT_POOLS = "prefork:2,threads:32"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
