@@ -159,3 +159,25 @@ def test_releases_follow_the_order_of_creation(subscription):
     for claim_ in held[:CAP]:
         released += [d.delivery_id for d in record(claim_, 200).released]
     assert released == ids[CAP:CAP + CAP]
+
+
+def test_concurrent_claims_never_overshoot_the_cap(subscription):
+    """Eight threads claim at once: exactly CAP win, the rest wait (a soft cap would let
+    several see the same count and all claim)."""
+    import threading
+
+    ids = emit_n(subscription, 8)
+    barrier = threading.Barrier(len(ids))
+    results = {}
+
+    def worker(delivery_id):
+        barrier.wait()
+        results[delivery_id] = claim(delivery_id)
+
+    threads = [threading.Thread(target=worker, args=(d,)) for d in ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sum(1 for c in results.values() if c is not None) == CAP
+    assert sum(1 for d in ids if is_waiting(d)) == len(ids) - CAP

@@ -96,6 +96,19 @@ _CLAIM_PG = PreparedStatement(
      ("cap", "integer")],
 )
 
+# Claims of one subscription take turns while a cap applies: under READ
+# COMMITTED two concurrent claims would each count the attempts in flight
+# without the other's and both claim, so N threads could overshoot the cap by
+# N - 1. The lock is per subscription, held until the claim commits, and taken
+# in its own statement so that the claim's snapshot, taken after it, sees every
+# claim committed before. (SQLite's BEGIN IMMEDIATE already serialises writers.)
+_CLAIM_TURN_PG = PreparedStatement(
+    "webhooks_claim_turn_v1",
+    "SELECT pg_advisory_xact_lock(hashtextextended(subscription_id, 7403)) "
+    "FROM deliveries WHERE id = :id",
+    [("id", "varchar")],
+)
+
 _in_flight = Delivery.__table__.alias("in_flight")
 _CLAIMABLE = (
     deliveries.c.status == PENDING,
@@ -156,6 +169,8 @@ def claim(
     """
     params = {"count": attempt_count, "now": now, "due": now + EARLY_SLACK, "cap": max_in_flight}
     if _is_postgresql(connection):
+        if max_in_flight:
+            _CLAIM_TURN_PG.execute(connection, {"id": delivery_id})
         rows = _CLAIM_PG.execute(connection, {**params, "id": delivery_id})
         row = rows[0] if rows else None
     else:

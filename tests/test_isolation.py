@@ -1,0 +1,109 @@
+"""A hanging endpoint beside a healthy one, through a real threads worker.
+
+The worker runs the Procfile's pool (threads) with 4 threads and
+WEBHOOKS_MAX_IN_FLIGHT=1: the hanging endpoint may hold one thread, so the
+healthy endpoint's deliveries go out while it hangs, and the hanging
+endpoint's deliveries still all arrive, one at a time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from sqlalchemy import select
+
+from tests.factories import make_account, make_subscription
+from tests.support.services import PG_URL, REDIS_URL
+from tests.support.worker import WorkerProcess
+from webhooks import emit_event
+from webhooks.db import session_scope
+from webhooks.models import Attempt, Delivery
+from webhooks.samples import sample_data
+
+pytestmark = pytest.mark.integration
+
+HANG_S = 1.5
+SLOW_EVENTS = 3
+ENV = {
+    "WEBHOOKS_DATABASE_URL": PG_URL,
+    "WEBHOOKS_BROKER_URL": REDIS_URL,
+    "WEBHOOKS_MAX_IN_FLIGHT": "1",
+    "WEBHOOKS_TIMEOUT": "5",
+    "WEBHOOKS_SWEEP_INTERVAL": "1",
+    "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
+}
+
+
+@pytest.fixture
+def worker(postgres, db, monkeypatch):
+    from tests.support import services
+    from webhooks.config import reset_settings_cache
+
+    services.check_redis()
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    reset_settings_cache()
+    process = WorkerProcess(ENV, pool="threads", concurrency=4, beat=True).start()
+    yield process
+    process.stop()
+
+
+def wait_until(condition, timeout=30.0, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def test_a_hanging_endpoint_holds_one_thread_and_the_healthy_one_flows(worker, receiver):
+    account_id, _ = make_account()
+    receiver.script("/slow", ("hang", HANG_S, 200))
+    receiver.script("/fast", 200)
+    slow = make_subscription(account_id, receiver.url("/slow"), event_types=["email.bounced"])
+    make_subscription(account_id, receiver.url("/fast"), event_types=["email.sent"])
+
+    started = time.time()
+    slow_ids = [emit_event(account_id, "email.bounced", sample_data("email.bounced")).delivery_ids[0]
+                for _ in range(SLOW_EVENTS)]
+    for _ in range(10):
+        emit_event(account_id, "email.sent", sample_data("email.sent"))
+
+    # All ten healthy deliveries arrive while the first slow attempt is still hanging.
+    receiver.wait_for(10, "/fast", timeout=30)
+    assert time.time() - started < HANG_S + 1.0, worker.log()
+    assert len(receiver.received("/slow")) <= 1
+
+    # The slow endpoint gets every delivery, once each, one at a time.
+    wait_until(lambda: _statuses(slow_ids) == ["done"] * SLOW_EVENTS, timeout=30,
+               what=f"the slow deliveries to finish: {_statuses(slow_ids)}\n{worker.log()}")
+    windows = _attempt_windows(slow.id)
+    assert len(windows) == SLOW_EVENTS
+    for (_, end), (next_start, _) in zip(windows, windows[1:]):
+        assert next_start >= end, f"attempts overlapped: {windows}"
+    arrived = [r.headers["X-Service-Delivery-Id"] for r in receiver.received("/slow")]
+    assert sorted(arrived) == sorted(slow_ids)
+
+
+def _statuses(ids):
+    with session_scope() as session:
+        return [session.get(Delivery, i).status for i in ids]
+
+
+def _attempt_windows(subscription_id):
+    with session_scope() as session:
+        rows = session.execute(
+            select(Attempt.started_at, Attempt.duration_ms)
+            .join(Delivery, Delivery.id == Attempt.delivery_id)
+            .where(Delivery.subscription_id == subscription_id)
+            .order_by(Attempt.started_at)
+        ).all()
+    import datetime as dt
+
+    # Milliseconds are rounded down when stored: allow 1 ms between windows.
+    return [(start, start + dt.timedelta(milliseconds=duration - 1)) for start, duration in rows]
