@@ -2,10 +2,11 @@
 
 One large endpoint's outage leaves ``backlog_deliveries`` deliveries in the
 state a failed first attempt leaves them: ``pending``, ``attempt_count`` 1,
-``next_attempt_at`` ahead. A fraction (``backlog_countdown_fraction``) rides
-a countdown message on the broker, as ``store.record_attempt`` makes them
-for a wait within ``WEBHOOKS_COUNTDOWN_LIMIT``; the rest are parked (no
-message; the sweep sends them when due). All fall due ``backlog_wait`` s
+``next_attempt_at`` ahead. A fraction (``backlog_countdown_fraction``) has a
+wait within ``WEBHOOKS_COUNTDOWN_LIMIT``, but as the service does
+(countdowns.py) at most ``WEBHOOKS_COUNTDOWN_MAX`` of them ride a countdown
+message on the broker; the rest are parked (no message; the sweep sends them
+when due). All fall due ``backlog_wait`` s
 after seeding (600 s rather than the ladder's 60 s: publishing 80,000
 messages alone takes minutes on a busy 2-core machine), so the whole
 measurement happens inside the wait; a countdown message costs the worker
@@ -85,6 +86,13 @@ def _fresh_latency(ctx: Context, worker, samples: list, rate: float) -> dict:
     return figures(seconds, missing, run)
 
 
+def _countdown_cap(ctx: Context) -> int:
+    """WEBHOOKS_COUNTDOWN_MAX as the workers see it: the service parks what is beyond it."""
+    from webhooks.config import load_settings
+
+    return load_settings(ctx.env()).countdown_max
+
+
 def measure(ctx: Context, fresh_rate: float) -> dict:
     sizes = ctx.sizes
     ctx.reset()
@@ -93,7 +101,8 @@ def measure(ctx: Context, fresh_rate: float) -> dict:
     worker, beat = ctx.start_worker_and_beat(ctx.options.scenario_pool, "backlog")
     try:
         idle = _sample(ctx, worker)
-        on_countdown = int(round(sizes.backlog_deliveries * sizes.backlog_countdown_fraction))
+        wanted = int(round(sizes.backlog_deliveries * sizes.backlog_countdown_fraction))
+        on_countdown = min(wanted, _countdown_cap(ctx))
         parked = sizes.backlog_deliveries - on_countdown
         due = dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=sizes.backlog_wait)
         ids = seed.bulk_deliveries(outage, on_countdown, attempt_count=1, next_attempt_at=due)
@@ -112,6 +121,7 @@ def measure(ctx: Context, fresh_rate: float) -> dict:
         ctx.stop(worker, beat)
     peak = {key: max(s[key] for s in samples) for key in samples[0]}
     return {
+        "countdown_wanted": wanted,
         "countdown_messages": on_countdown,
         "parked": parked,
         "publish_per_s": publish_rate,
