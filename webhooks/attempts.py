@@ -3,9 +3,13 @@
 Both run once per attempt, so each is one SQL statement plus its commit on
 PostgreSQL (UPDATE … FROM … RETURNING to claim and load; one statement of
 data-modifying CTEs to record), prepared once per connection (prepared.py)
-so PostgreSQL does not plan them again for every delivery. SQLite cannot return columns of joined
-tables or chain modifying CTEs, so it takes the portable path: the same
-transitions as two or three Core statements. Tests run both paths.
+so that PostgreSQL does not plan them again for every delivery. SQLite
+cannot return columns of joined tables or chain modifying CTEs, so it takes
+the portable path: the same transitions as two or three Core statements.
+Tests run both paths.
+
+The claim also enforces WEBHOOKS_MAX_IN_FLIGHT: a delivery past its
+subscription's cap waits for a free slot (see "slots" below).
 
 Callers pass a SQLAlchemy ``Connection`` inside a transaction they own.
 """
@@ -86,7 +90,7 @@ _CLAIM_PG = PreparedStatement(
      WHERE d.id = :id AND d.status = 'pending' AND d.attempt_count = :count
        AND (d.next_attempt_at IS NULL OR d.next_attempt_at <= :due)
        AND e.id = d.event_id AND s.id = d.subscription_id
-       AND (:cap = 0 OR d.event_type = 'test.ping'
+       AND (:cap = 0 OR d.event_type = 'test.ping'  -- store.UNPAUSABLE_TYPE never waits
             OR (SELECT count(*) FROM deliveries AS f
                  WHERE f.subscription_id = d.subscription_id AND f.status = 'sending') < :cap)
     RETURNING d.subscription_id, d.event_id, d.event_type, e.body, e.version,
