@@ -197,3 +197,24 @@ def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, publishe
     assert publisher.flush(10) and len(failures) == 1 and published == []
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
     assert [p.delivery_id for p in published.settled()] == list(event.delivery_ids)
+
+
+def test_a_pooled_connection_that_died_is_replaced_without_a_duplicate(account, published):
+    """emit_event's own transaction skips the pool's pre-ping: a connection killed while
+    idle in the pool fails the first statement, and the call runs once more on a new one."""
+    from sqlalchemy import text
+
+    from webhooks.db import get_engine
+
+    emit_event(account, "email.sent", sample_data("email.sent"))  # a connection now idles in the pool
+    idle = get_engine(pre_ping=False)
+    with idle.connect() as connection:
+        pid = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
+    with get_engine().begin() as killer:  # the other pool: not the connection it kills
+        killer.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    time.sleep(0.2)  # the backend is gone before the next statement reaches it
+
+    before = counts()
+    event = emit_event(account, "email.sent", sample_data("email.sent"))
+    assert counts() == (before[0] + 1, before[1] + 1)
+    assert [p.delivery_id for p in published.settled()][-1] == event.delivery_ids[0]

@@ -104,9 +104,12 @@ def get_engine(url: str | None = None, *, pre_ping: bool = True) -> Engine:
     return _entry(url, pre_ping)[0]
 
 
-def get_sessionmaker(url: str | None = None) -> sessionmaker:
-    """This process's session factory for ``url`` (default: the configured database)."""
-    return _entry(url)[1]
+def get_sessionmaker(url: str | None = None, *, pre_ping: bool = True) -> sessionmaker:
+    """This process's session factory for ``url`` (default: the configured database).
+
+    ``pre_ping=False``: sessions on the engine without pre-ping (see get_engine).
+    """
+    return _entry(url, pre_ping)[1]
 
 
 @contextlib.contextmanager

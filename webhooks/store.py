@@ -213,8 +213,9 @@ def sweep(
     4. Deliveries held ``paused`` although their subscription is active (a
        resume that raced a claim).
     5. Deliveries waiting for a slot of a subscription with nothing in
-       flight (a release was missed: a worker died between its record and
-       the publish): up to ``max_in_flight`` each (all, if 0).
+       flight: a release was missed (a worker died before publishing it, or
+       the last attempt in flight ended just before the delivery began to
+       wait). Up to ``max_in_flight`` each (all, if 0).
     Each step touches at most ``batch`` rows; the rest wait for the next sweep.
     """
     stale_before = now - dt.timedelta(seconds=timeout + recover_after)
