@@ -359,6 +359,20 @@ def test_a_done_delivery_has_no_replay(alice_client, alice):
         assert len(session.scalars(select(Delivery)).all()) == 1
 
 
+def test_a_delivery_waiting_for_a_free_slot_says_so(alice_client, alice):
+    make_subscription(alice.account_id)
+    _, (waiting_id,) = emit(alice.account_id)
+    _, (due_id,) = emit(alice.account_id)
+    from tests.api.helpers import set_delivery
+
+    set_delivery(waiting_id, parked=True, next_attempt_at=None)  # as the in-flight cap leaves it
+    assert "waiting: this endpoint already has the most attempts in flight" in text(
+        alice_client.get(f"/dashboard/deliveries/{waiting_id}"))
+    assert "waiting" not in text(alice_client.get(f"/dashboard/deliveries/{due_id}"))
+    listing = text(alice_client.get("/dashboard/deliveries"))
+    assert listing.count("waiting for a free slot") == 1
+
+
 def test_paused_subscriptions_and_dead_deliveries_stand_out(alice_client, alice):
     healthy = make_subscription(alice.account_id, "https://ok.example.com/in")
     broken = make_subscription(alice.account_id, "https://broken.example.com/in")
