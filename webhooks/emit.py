@@ -114,16 +114,11 @@ deliveries_table = Delivery.__table__
 subscriptions_table = Subscription.__table__
 
 # Prebuilt once: building statements per call cost more than running them.
-_waiting = Delivery.__table__.alias("waiting")
+# Whether deliveries already wait for a free slot of the subscription (store.WAITING).
 _HAS_WAITING = (
     select(1)
-    .select_from(_waiting)
-    .where(
-        _waiting.c.subscription_id == subscriptions_table.c.id,
-        _waiting.c.status == DeliveryStatus.PENDING.value,
-        _waiting.c.parked.is_(True),
-        _waiting.c.next_attempt_at.is_(None),
-    )
+    .select_from(deliveries_table)
+    .where(deliveries_table.c.subscription_id == subscriptions_table.c.id, *store.WAITING)
     .exists()
 )
 _TARGETS = (

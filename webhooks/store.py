@@ -42,7 +42,10 @@ UNPAUSABLE_TYPE = "test.ping"
 # A delivery waiting for a free slot of its subscription (WEBHOOKS_MAX_IN_FLIGHT):
 # pending and parked with no next_attempt_at, so no due step of the sweep sees it.
 # attempts.py parks and releases them; the sweep's last step is the safety net.
-WAITING = (Delivery.status == PENDING, Delivery.parked.is_(True), Delivery.next_attempt_at.is_(None))
+# "parked = true", not "parked IS true": only the first matches the predicate of
+# the partial index ix_deliveries_waiting on PostgreSQL (and "parked = 1" on SQLite).
+WAITING = (Delivery.status == PENDING, Delivery.parked == True,  # noqa: E712
+           Delivery.next_attempt_at.is_(None))
 
 
 @dataclass(frozen=True)
