@@ -65,6 +65,9 @@ def test_every_variable_is_read():
         ("WEBHOOKS_SERVICE_NAME", "Bad Name"),
         ("WEBHOOKS_SWEEP_INTERVAL", "0"),
         ("WEBHOOKS_COUNTDOWN_LIMIT", "-5"),
+        ("WEBHOOKS_MAX_IN_FLIGHT", "-1"),
+        ("WEBHOOKS_MAX_IN_FLIGHT", "2.5"),
+        ("WEBHOOKS_MAX_IN_FLIGHT", "many"),
     ],
 )
 def test_malformed_values_name_the_variable(name, value):
@@ -74,3 +77,9 @@ def test_malformed_values_name_the_variable(name, value):
 
 def test_countdown_limit_zero_parks_every_wait():
     assert load_settings({"WEBHOOKS_COUNTDOWN_LIMIT": "0"}).countdown_limit == 0
+
+
+def test_the_in_flight_cap_defaults_to_10_and_0_turns_it_off(tmp_path):
+    assert load_settings({"WEBHOOKS_DATA_DIR": str(tmp_path)}).max_in_flight == 10
+    assert load_settings({"WEBHOOKS_MAX_IN_FLIGHT": "3"}).max_in_flight == 3
+    assert load_settings({"WEBHOOKS_MAX_IN_FLIGHT": "0"}).max_in_flight == 0
