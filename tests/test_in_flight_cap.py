@@ -118,10 +118,24 @@ def test_the_sweep_releases_waiting_deliveries_of_an_idle_subscription(subscript
     assert is_waiting(ids[-1])
 
 
-def _sweep():
+def test_with_the_cap_turned_off_the_sweep_releases_every_waiting_delivery(subscription):
+    ids = emit_n(subscription, CAP + 3)
+    for delivery_id in ids:
+        claim(delivery_id)
+    with get_engine().begin() as connection:  # the claims end; no record releases anything
+        from sqlalchemy import update
+
+        from webhooks.models import Delivery
+
+        connection.execute(update(Delivery).where(Delivery.status == "sending")
+                           .values(status="done"))
+    assert sorted(d.delivery_id for d in _sweep(max_in_flight=0)) == sorted(ids[CAP:])
+
+
+def _sweep(max_in_flight=CAP):
     with session_scope() as session:
         return store.sweep(session, utcnow() + dt.timedelta(seconds=1), timeout=15,
-                           recover_after=120, batch=100, max_in_flight=CAP)
+                           recover_after=120, batch=100, max_in_flight=max_in_flight)
 
 
 def _pending(subscription):

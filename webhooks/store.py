@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.orm import Session, aliased
 
 from .accounts import new_signing_secret
@@ -254,28 +254,29 @@ def sweep(
         .limit(batch)
     )
     dispatches += _take(session, orphaned, dict(due, status=PENDING), Delivery.status == PAUSED)
-    dispatches += _take(session, _forgotten_waiting(session, max_in_flight, batch), due, *WAITING)
+    dispatches += _take(session, _forgotten_waiting(max_in_flight, batch), due, *WAITING)
     return dispatches
 
 
-def _forgotten_waiting(session: Session, per_subscription: int, batch: int):
-    """Ids of the oldest waiting deliveries of each subscription that has nothing in flight."""
+def _forgotten_waiting(per_subscription: int, batch: int):
+    """The oldest waiting deliveries (up to ``per_subscription`` each, all if 0) of every
+    subscription that has nothing in flight."""
     in_flight = aliased(Delivery)
-    rows = session.execute(
-        select(Delivery.id, Delivery.subscription_id)
+    ranked = (
+        select(
+            Delivery.id,
+            func.row_number()
+            .over(partition_by=Delivery.subscription_id, order_by=(Delivery.created_at, Delivery.id))
+            .label("place"),
+        )
         .where(
             *WAITING,
             ~exists().where(in_flight.subscription_id == Delivery.subscription_id,
                             in_flight.status == SENDING),
         )
-        .order_by(Delivery.subscription_id, Delivery.created_at, Delivery.id)
-        .limit(batch)
+        .subquery()
     )
-    taken: dict[str, int] = {}
-    chosen = []
-    for delivery_id, subscription_id in rows:
-        if per_subscription and taken.get(subscription_id, 0) >= per_subscription:
-            continue
-        taken[subscription_id] = taken.get(subscription_id, 0) + 1
-        chosen.append(delivery_id)
-    return select(Delivery.id).where(Delivery.id.in_(chosen))
+    candidates = select(ranked.c.id)
+    if per_subscription:
+        candidates = candidates.where(ranked.c.place <= per_subscription)
+    return candidates.limit(batch)
