@@ -47,6 +47,9 @@ task_publish_retry_policy = {
 }
 
 if _settings.is_embedded_broker:
+    # kombu's filesystem transport, whose writes a worker could read half-done
+    # (webhooks/filebroker.py says how that stopped a worker).
+    broker_transport = "webhooks.filebroker:Transport"
     _folder = str(_settings.broker_folder)
     broker_transport_options = {
         "data_folder_in": _folder,
