@@ -76,6 +76,17 @@ def test_a_partial_file_is_never_read(tmp_path):
         assert channel._get("q") == {"n": 1}
 
 
+def test_a_file_that_is_not_a_message_is_skipped_not_fatal(tmp_path, caplog):
+    (tmp_path / "0_garbage.q.msg").write_bytes(b"")  # names that sort before any real one: read first
+    (tmp_path / "00_garbage.q.msg").write_bytes(b"\xff\xfe not json")
+    with channel_on(tmp_path) as connection:
+        channel = connection.default_channel
+        channel._put("q", {"n": 1})
+        assert channel._get("q") == {"n": 1}
+    assert caplog.text.count("skipped a message file") == 2
+    assert not [n for n in os.listdir(tmp_path) if "garbage" in n]
+
+
 def test_celery_uses_it_for_the_embedded_broker_only(tmp_path):
     """Read in a fresh interpreter, as each process of webhooks dev reads celeryconfig."""
     root = Path(__file__).resolve().parents[1]

@@ -7,13 +7,14 @@ Celery stops the worker ("Unrecoverable error: JSONDecodeError", seen once in
 CI while beat sent a sweep every second). Here each message is written under a
 name the reader skips (``….msg.part``) and renamed into place when complete;
 a rename within one folder is atomic, so a reader sees all of a message or
-nothing of it.
+nothing of it. A file that cannot be parsed anyway is skipped, not fatal.
 
 celeryconfig.py selects this transport for ``filesystem://`` URLs.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from time import monotonic
@@ -30,8 +31,26 @@ __all__ = ["Transport", "PARTIAL_SUFFIX"]
 PARTIAL_SUFFIX = ".part"
 
 
+log = logging.getLogger(__name__)
+
+
 class Channel(filesystem.Channel):
-    """The filesystem channel with an atomic ``_put``."""
+    """The filesystem channel with an atomic ``_put`` and a ``_get`` that skips garbage."""
+
+    def _get(self, queue):
+        """The next readable message of ``queue``.
+
+        A file that is not a message (left by an older version, or written by
+        hand) would otherwise stop the worker at every start. kombu has
+        already removed it when it fails to parse; losing a message is safe
+        here, because the sweep re-sends any delivery that is overdue.
+        """
+        while True:
+            try:
+                return super()._get(queue)
+            except ValueError as exc:  # JSON or text decoding
+                log.warning("embedded broker: skipped a message file that could not be read "
+                            "(%s); the sweep re-sends its delivery", type(exc).__name__)
 
     def _put(self, queue, payload, **kwargs):
         """Put ``payload`` onto ``queue``: write it aside, then rename it into the queue."""
