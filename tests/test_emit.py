@@ -202,17 +202,11 @@ def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, publishe
 def test_a_pooled_connection_that_died_is_replaced_without_a_duplicate(account, published):
     """emit_event's own transaction skips the pool's pre-ping: a connection killed while
     idle in the pool fails the first statement, and the call runs once more on a new one."""
-    from sqlalchemy import text
-
+    from tests.support.services import kill_idle_pooled_connection
     from webhooks.db import get_engine
 
     emit_event(account, "email.sent", sample_data("email.sent"))  # a connection now idles in the pool
-    idle = get_engine(pre_ping=False)
-    with idle.connect() as connection:
-        pid = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
-    with get_engine().begin() as killer:  # the other pool: not the connection it kills
-        killer.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-    time.sleep(0.2)  # the backend is gone before the next statement reaches it
+    kill_idle_pooled_connection(get_engine(pre_ping=False))
 
     before = counts()
     event = emit_event(account, "email.sent", sample_data("email.sent"))

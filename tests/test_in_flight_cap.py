@@ -9,14 +9,16 @@ releases them for a subscription with nothing in flight.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 
 import pytest
+from sqlalchemy import select, update
 
 from tests.factories import make_account, make_subscription
 from tests.test_store import delivery, emit, record
 from webhooks import attempts, store
 from webhooks.db import get_engine, session_scope
-from webhooks.models import utcnow
+from webhooks.models import Delivery, utcnow
 
 CAP = 2
 
@@ -107,10 +109,6 @@ def test_the_sweep_releases_waiting_deliveries_of_an_idle_subscription(subscript
     # Both workers die without recording: the sweep takes the claims back after the
     # time-out plus recover_after, and releases CAP waiting deliveries meanwhile.
     with get_engine().begin() as connection:
-        from sqlalchemy import update
-
-        from webhooks.models import Delivery
-
         connection.execute(update(Delivery).where(Delivery.id.in_([c.delivery_id for c in held]))
                            .values(status="pending", attempt_count=0, claimed_at=None))
     released = _sweep()
@@ -123,10 +121,6 @@ def test_with_the_cap_turned_off_the_sweep_releases_every_waiting_delivery(subsc
     for delivery_id in ids:
         claim(delivery_id)
     with get_engine().begin() as connection:  # the claims end; no record releases anything
-        from sqlalchemy import update
-
-        from webhooks.models import Delivery
-
         connection.execute(update(Delivery).where(Delivery.status == "sending")
                            .values(status="done"))
     assert sorted(d.delivery_id for d in _sweep(max_in_flight=0)) == sorted(ids[CAP:])
@@ -139,10 +133,6 @@ def _sweep(max_in_flight=CAP):
 
 
 def _pending(subscription):
-    from sqlalchemy import select
-
-    from webhooks.models import Delivery
-
     with session_scope() as session:
         return session.scalars(select(Delivery).where(
             Delivery.subscription_id == subscription.id, Delivery.status == "pending")).all()
@@ -178,8 +168,6 @@ def test_releases_follow_the_order_of_creation(subscription):
 def test_concurrent_claims_never_overshoot_the_cap(subscription):
     """Eight threads claim at once: exactly CAP win, the rest wait (a soft cap would let
     several see the same count and all claim)."""
-    import threading
-
     ids = emit_n(subscription, 8)
     barrier = threading.Barrier(len(ids))
     results = {}

@@ -8,13 +8,14 @@ endpoint's deliveries still all arrive, one at a time.
 
 from __future__ import annotations
 
-import time
+import datetime as dt
 
 import pytest
 from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
 from tests.support.services import PG_URL, REDIS_URL
+from tests.support.stack import wait_until
 from tests.support.worker import WorkerProcess
 from webhooks import emit_event
 from webhooks.db import session_scope
@@ -50,15 +51,6 @@ def worker(postgres, db, monkeypatch):
     process = WorkerProcess(ENV, pool="threads", concurrency=4, beat=True).start()
     yield process
     process.stop()
-
-
-def wait_until(condition, timeout=30.0, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 def test_a_hanging_endpoint_holds_one_thread_and_the_healthy_one_flows(worker, receiver):
@@ -104,7 +96,5 @@ def _attempt_windows(subscription_id):
             .where(Delivery.subscription_id == subscription_id)
             .order_by(Attempt.started_at)
         ).all()
-    import datetime as dt
-
     # Milliseconds are rounded down when stored: allow 1 ms between windows.
     return [(start, start + dt.timedelta(milliseconds=duration - 1)) for start, duration in rows]

@@ -86,16 +86,14 @@ def test_a_killed_connection_is_replaced_and_prepares_again(db):
     was prepared on it: the replacement must prepare again, not EXECUTE blindly."""
     from sqlalchemy.exc import OperationalError
 
-    from tests.support.services import PG_URL
-    from webhooks.db import get_engine, make_engine
+    from tests.support.services import PG_URL, kill_idle_pooled_connection
+    from webhooks.db import make_engine
 
     engine = make_engine(PG_URL, pre_ping=False)
     try:
         with engine.begin() as connection:
             ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT})
-            pid = connection.execute(text("SELECT pg_backend_pid()")).scalar_one()
-        with get_engine().begin() as killer:  # another pool: not the connection it kills
-            killer.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        kill_idle_pooled_connection(engine)
         with pytest.raises(OperationalError):
             with engine.begin() as connection:
                 ECHO.execute(connection, {"word": "b", "n": 2, "at": MOMENT})

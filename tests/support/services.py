@@ -60,6 +60,31 @@ def check_redis() -> None:
         unavailable(f"Redis at {REDIS_URL}", exc)
 
 
+def kill_idle_pooled_connection(engine) -> int:
+    """pg_terminate_backend the connection ``engine``'s pool holds (idle, as a pool keeps
+    it) from a separate connection, and wait until it is gone; returns its pid."""
+    import time
+
+    import sqlalchemy
+
+    with engine.connect() as connection:
+        pid = connection.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+    admin = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+            deadline = time.monotonic() + 10
+            while connection.exec_driver_sql(
+                f"SELECT 1 FROM pg_stat_activity WHERE pid = {int(pid)}"
+            ).first():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"backend {pid} still alive 10 s after it was terminated")
+                time.sleep(0.02)
+    finally:
+        admin.dispose()
+    return pid
+
+
 def recreate_database() -> None:
     """Drop and create the test database, then migrate it to head."""
     import sqlalchemy
