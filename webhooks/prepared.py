@@ -54,11 +54,10 @@ class PreparedStatement:
         )
         if not result.returns_rows:
             return []
-        keys = list(result.keys())
         rows = result.fetchall()
         if not self._timestamps:
             return rows
-        convert = [key in self._timestamps for key in keys]
+        convert = [key in self._timestamps for key in result.keys()]
         return [tuple(_aware(v) if c else v for v, c in zip(row, convert)) for row in rows]
 
     def _prepare_on(self, connection: Connection) -> None:
