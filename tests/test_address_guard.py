@@ -227,12 +227,12 @@ def test_a_public_looking_endpoint_that_redirects_to_a_private_one(guarded, reso
     """
     from sqlalchemy import update
 
-    from webhooks import netguard, transport
+    from webhooks import connections, netguard
     from webhooks.models import Subscription
 
     v4, _ = receivers
     v4.clear()
-    monkeypatch.setattr(transport, "is_public_address",
+    monkeypatch.setattr(connections, "is_public_address",
                         lambda address: address == "127.0.0.2" or netguard.is_public_address(address))
     public = FastReceiver("127.0.0.2").start()
     try:

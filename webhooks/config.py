@@ -49,6 +49,7 @@ class Settings:
     publish_timeout: float = 2.0
     secret_key: str | None = None
     log_level: str = "INFO"
+    ca_bundle: str | None = None  # None: certifi's bundle
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -148,6 +149,24 @@ def _secret_key(env) -> str | None:
     return raw
 
 
+def _ca_bundle(env) -> str | None:
+    """WEBHOOKS_CA_BUNDLE: a readable PEM file of CA certificates; None: certifi's bundle."""
+    raw = _get(env, "WEBHOOKS_CA_BUNDLE")
+    if not raw:
+        return None
+    path = Path(raw).expanduser()
+    try:
+        head = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(
+            f"WEBHOOKS_CA_BUNDLE must name a readable PEM file of CA certificates, "
+            f"got {raw!r} ({exc.strerror or type(exc).__name__})"
+        ) from None
+    if b"-----BEGIN CERTIFICATE-----" not in head:
+        raise ConfigError(f"WEBHOOKS_CA_BUNDLE names {raw!r}, which holds no PEM certificate")
+    return str(path.absolute())
+
+
 def _log_level(env) -> str:
     raw = (_get(env, "WEBHOOKS_LOG_LEVEL") or "INFO").upper()
     if raw not in _LOG_LEVELS:
@@ -196,6 +215,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         publish_timeout=_positive_number(env, "WEBHOOKS_PUBLISH_TIMEOUT", 2.0),
         secret_key=_secret_key(env),
         log_level=_log_level(env),
+        ca_bundle=_ca_bundle(env),
     )
 
 

@@ -4,6 +4,10 @@ Socket time-outs bound each read, not the attempt: a receiver that trickles
 one byte a second never trips a 15 s read time-out. One watchdog thread per
 process keeps the deadlines of attempts in flight and shuts down the socket
 of any attempt still running at its deadline, which wakes the blocked read.
+
+The socket is shut down by its file descriptor: during a TLS handshake the
+socket object that was watched has been detached into an SSLSocket, and
+only the descriptor still reaches the connection.
 """
 
 from __future__ import annotations
@@ -19,13 +23,23 @@ __all__ = ["AttemptDeadline", "watchdog"]
 
 
 class AttemptDeadline:
-    """One attempt's deadline (``time.monotonic()`` seconds) and the socket it uses now."""
+    """One attempt's deadline (``time.monotonic()`` seconds) and the socket it uses now.
 
-    def __init__(self, deadline: float):
+    ``budget`` is the attempt's whole time in seconds (for error texts);
+    ``phase`` names what the attempt is doing ("dns", "connect", "tls",
+    "response"), and ``failure`` is what a connection seam found wrong
+    (connections.py), if anything.
+    """
+
+    def __init__(self, deadline: float, budget: float | None = None):
         self.deadline = deadline
+        self.budget = budget if budget is not None else max(deadline - time.monotonic(), 0.0)
         self.expired = False
+        self.phase = "connect"
+        self.failure = None
         self._finished = False
         self._sock: socket.socket | None = None
+        self._fd = -1
         self._lock = threading.Lock()
 
     def remaining(self) -> float:
@@ -36,14 +50,16 @@ class AttemptDeadline:
         """Make ``sock`` the socket shut down if the deadline passes."""
         with self._lock:
             self._sock = sock
+            self._fd = sock.fileno() if sock is not None else -1
             if self.expired and sock is not None:
-                _shutdown(sock)
+                _shutdown(sock, self._handshake_fd())
 
     def finish(self) -> None:
         """The attempt is over: the watchdog must not touch its socket any more."""
         with self._lock:
             self._finished = True
             self._sock = None
+            self._fd = -1
 
     def expire(self) -> None:
         with self._lock:
@@ -51,12 +67,27 @@ class AttemptDeadline:
                 return
             self.expired = True
             if self._sock is not None:
-                _shutdown(self._sock)
+                _shutdown(self._sock, self._handshake_fd())
+
+    def _handshake_fd(self) -> int:
+        # Only during the TLS handshake is a detached socket's descriptor still
+        # the connection's (inside the SSLSocket being made); a handshake that
+        # fails stops the watch (connections.py) before anything else can take
+        # the number. In any other phase the watched socket is the live one.
+        return self._fd if self.phase == "tls" else -1
 
 
-def _shutdown(sock: socket.socket) -> None:
+def _shutdown(sock: socket.socket, fd: int) -> None:
+    """Shut the connection down, through ``fd`` (-1: none) if ``sock`` was detached into TLS."""
     try:
-        sock.shutdown(socket.SHUT_RDWR)
+        if sock.fileno() != -1:
+            sock.shutdown(socket.SHUT_RDWR)
+        elif fd != -1:
+            borrowed = socket.socket(fileno=fd)
+            try:
+                borrowed.shutdown(socket.SHUT_RDWR)
+            finally:
+                borrowed.detach()  # the descriptor belongs to the SSLSocket: never close it here
     except OSError:
         pass  # already closed or never connected: nothing left to wake
 

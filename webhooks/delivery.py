@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from typing import NamedTuple
 
 from sqlalchemy.exc import OperationalError
 
@@ -20,13 +21,25 @@ from .config import Settings, get_settings
 from .db import get_engine, session_scope
 from .dispatch import dispatch
 from .envelope import MODE
+from .failures import internal_error
 from .models import utcnow
 from .signing import sign
-from .transport import HttpSender, Sender
+from .storable import storable_text
+from .transport import AttemptResult, HttpSender, Sender
 
 __all__ = ["run_attempt", "run_sweep", "delivery_headers", "default_sender"]
 
 log = logging.getLogger(__name__)
+
+ERROR_TEXT_LIMIT = 500  # characters of an attempt's error kept (ours are far shorter)
+
+
+class _Recorded(NamedTuple):
+    """A recorded attempt: what the sender gave, what was decided, what the record led to."""
+
+    result: AttemptResult
+    decision: policy.Decision
+    record: attempts.AttemptRecord
 
 
 @functools.lru_cache(maxsize=4)
@@ -35,13 +48,13 @@ def _budget(maximum: int) -> CountdownBudget:
 
 
 @functools.lru_cache(maxsize=4)
-def _sender(timeout: float, allow_private: bool) -> HttpSender:
-    return HttpSender(timeout=timeout, allow_private=allow_private)
+def _sender(timeout: float, allow_private: bool, ca_bundle: str | None) -> HttpSender:
+    return HttpSender(timeout=timeout, allow_private=allow_private, ca_bundle=ca_bundle)
 
 
 def default_sender(settings: Settings) -> Sender:
     """The process's HTTP sender for these settings (connection pools are reused)."""
-    return _sender(settings.timeout, settings.allow_private_targets)
+    return _sender(settings.timeout, settings.allow_private_targets, settings.ca_bundle)
 
 
 def delivery_headers(claim: attempts.Claim, settings: Settings, timestamp: int) -> dict[str, str]:
@@ -85,19 +98,14 @@ def run_attempt(
     if claim is None:
         return None
     started_at = utcnow()
-    sender = sender or default_sender(settings)
-    result = sender(claim.url, claim.body, delivery_headers(claim, settings, int(time.time())))
-    decision = policy.decide(claim.attempt_number, result.status_code, settings.retry_delays)
-    record = _in_transaction(
-        engine,
-        lambda connection: _record(connection, claim, result, decision, started_at, settings),
-        f"recording delivery {delivery_id}",
-    )
-    if record is None:
+    result = _send(sender or default_sender(settings), claim, settings)
+    recorded = _record_or_internal_error(engine, claim, result, started_at, settings)
+    if recorded is None:
         log.warning("attempt %d of delivery %s finished after its claim was taken back",
                     claim.attempt_number, delivery_id)
         return None
-    _log_attempt(claim, result, decision, record, settings)
+    _log_attempt(claim, recorded, settings)
+    record = recorded.record
     to_publish = [*([record.dispatch] if record.dispatch is not None else []), *record.released]
     if to_publish:
         dispatch(to_publish)
@@ -125,31 +133,64 @@ def _in_transaction(engine, work, doing: str):
     return None
 
 
-def _record(connection, claim, result, decision, started_at, settings) -> attempts.AttemptRecord | None:
-    """Record the attempt; a short retry rides a countdown only while the cap has room."""
+def _send(sender: Sender, claim: attempts.Claim, settings: Settings) -> AttemptResult:
+    """The sender's result, signed now. A sender that raises is a fault of ours, never the
+    receiver's: it becomes a failed attempt ("internal error: <type>"), not an abandoned claim."""
+    started = time.monotonic()
+    try:
+        return sender(claim.url, claim.body, delivery_headers(claim, settings, int(time.time())))
+    except Exception as exc:  # noqa: BLE001 - defence in depth: the claim must end recorded
+        log.exception("the sender raised on attempt %d of delivery %s",
+                      claim.attempt_number, claim.delivery_id)
+        return AttemptResult.failed(internal_error(exc), int((time.monotonic() - started) * 1000))
+
+
+def _record_or_internal_error(engine, claim, result, started_at, settings):
+    """Record the attempt; if that raises, record it as a failed attempt ("internal error:
+    <type>") instead, so the delivery moves on the ladder. Raises only if that fails too
+    (the database is unreachable: the sweep recovers the claim)."""
+    doing = f"recording delivery {claim.delivery_id}"
+    try:
+        return _in_transaction(
+            engine, lambda connection: _record(connection, claim, result, started_at, settings), doing)
+    except Exception as exc:  # noqa: BLE001 - defence in depth, as in _send
+        log.exception("recording attempt %d of delivery %s failed; recording an internal error",
+                      claim.attempt_number, claim.delivery_id)
+        fallback = AttemptResult.failed(internal_error(exc), result.duration_ms)
+        return _in_transaction(
+            engine, lambda connection: _record(connection, claim, fallback, started_at, settings),
+            doing)
+
+
+def _record(connection, claim, result, started_at, settings) -> _Recorded | None:
+    """Decide what comes next and record the attempt; a short retry rides a countdown only
+    while the cap has room. Text from the receiver is made storable first."""
+    decision = policy.decide(claim.attempt_number, result.status_code, settings.retry_delays)
     now = utcnow()
     wants_countdown = decision.outcome is policy.Outcome.RETRY and policy.rides_countdown(
         decision.retry_after, settings.countdown_limit
     )
     countdown_allowed = not wants_countdown or _budget(settings.countdown_max).take(connection, now)
-    return attempts.record_attempt(
+    record = attempts.record_attempt(
         connection,
         claim,
         started_at=started_at,
         duration_ms=result.duration_ms,
         status_code=result.status_code,
-        error=result.error,
-        excerpt=result.excerpt,
+        error=storable_text(result.error, ERROR_TEXT_LIMIT),
+        excerpt=storable_text(result.excerpt),
         decision=decision,
         now=now,
         countdown_limit=settings.countdown_limit,
         pause_after=settings.pause_after,
         countdown_allowed=countdown_allowed,
     )
+    return None if record is None else _Recorded(result, decision, record)
 
 
-def _log_attempt(claim, result, decision, record, settings) -> None:
+def _log_attempt(claim, recorded: _Recorded, settings) -> None:
     """One structured line per attempt: ids and outcome, never the secret or the body."""
+    result, decision = recorded.result, recorded.decision
     log.info(
         "delivery attempt %d of %s: %s",
         claim.attempt_number,
@@ -161,10 +202,11 @@ def _log_attempt(claim, result, decision, record, settings) -> None:
             "subscription_id": claim.subscription_id,
             "attempt": claim.attempt_number,
             "status_code": result.status_code,
+            "error_kind": result.error_kind.value if result.error_kind else None,
             "outcome": decision.outcome.value,
         },
     )
-    if record.paused_subscription:
+    if recorded.record.paused_subscription:
         log.warning("subscription %s paused after %d consecutive failures",
                     claim.subscription_id, settings.pause_after)
 

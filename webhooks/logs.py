@@ -34,6 +34,7 @@ CONTEXT_FIELDS = (
     "account_id",
     "attempt",
     "status_code",
+    "error_kind",
     "outcome",
 )
 

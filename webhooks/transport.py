@@ -1,17 +1,18 @@
 """One delivery attempt on the wire: a single HTTP POST, errors mapped once.
 
 ``HttpSender`` posts with a per-thread ``requests.Session`` (keep-alive to
-each endpoint), never follows redirects, bounds the whole attempt by one
-deadline (see deadline.py), reads at most ``DRAIN_LIMIT`` bytes of the
-response, and connects only to addresses the guard allows, checked on the
-address actually connected to. Every lower-level exception becomes an
-``AttemptResult`` with ``status_code=None`` and a short ``error`` here and
-nowhere else. Tests pass any callable with ``HttpSender.post``'s signature.
+each endpoint), never follows redirects, bounds the whole attempt (DNS,
+connect, TLS handshake, response) by one deadline (deadline.py,
+connections.py), reads at most ``DRAIN_LIMIT`` bytes of the response, trusts
+the CAs of ``WEBHOOKS_CA_BUNDLE`` for https, and connects only to addresses
+the guard allows, checked on the address actually connected to. Every
+exception becomes an ``AttemptResult`` with ``status_code=None``, an
+``error_kind`` and a short ``error`` (failures.py) here and nowhere else.
+Tests pass any callable with ``HttpSender.post``'s signature.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -19,14 +20,12 @@ from typing import Callable, Mapping
 
 import requests
 from requests.adapters import HTTPAdapter
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
-from urllib3.util.connection import allowed_gai_family
 
+from . import connections
+from .connections import Resolver, system_resolver
 from .deadline import AttemptDeadline, watchdog
-from .errors import DestinationRefused
-from .netguard import describe_refusal, is_public_address
+from .failures import ErrorKind, Failure, from_exception, timeout
+from .storable import storable_text
 
 __all__ = ["AttemptResult", "HttpSender", "Sender", "EXCERPT_BYTES", "DRAIN_LIMIT"]
 
@@ -36,135 +35,70 @@ DRAIN_LIMIT = 64 * 1024  # read this much to keep the connection alive; close be
 
 @dataclass(frozen=True)
 class AttemptResult:
-    """What one POST produced. ``status_code`` is None when no response arrived."""
+    """What one POST produced. ``status_code`` is None when no response arrived; then
+    ``error`` says why and ``error_kind`` is its kind."""
 
     status_code: int | None
     error: str | None
     duration_ms: int
     excerpt: str | None = None
+    error_kind: ErrorKind | None = None
+
+    @classmethod
+    def failed(cls, failure: Failure, duration_ms: int) -> "AttemptResult":
+        return cls(None, failure.text, duration_ms, None, failure.kind)
 
 
 Sender = Callable[[str, bytes, Mapping[str, str]], AttemptResult]
 
-_current = threading.local()  # the AttemptDeadline of the attempt this thread is making
 
-
-def _watch(sock) -> None:
-    attempt: AttemptDeadline | None = getattr(_current, "attempt", None)
-    if attempt is not None:
-        attempt.watch(sock)
-
-
-class _GuardedConnectionMixin:
-    """Resolve, vet every address, connect to a vetted one; register the socket's deadline."""
-
-    allow_private = False
-
-    def _new_conn(self) -> socket.socket:
-        host = self._dns_host.strip("[]")
-        try:
-            candidates = socket.getaddrinfo(host, self.port, allowed_gai_family(), socket.SOCK_STREAM)
-        except socket.gaierror as exc:
-            raise NameResolutionError(self.host, self, exc) from exc
-        last_error: OSError | None = None
-        refused = []
-        for family, socktype, proto, _, sockaddr in candidates:
-            if not self.allow_private and not is_public_address(sockaddr[0]):
-                refused.append(sockaddr[0])
-                continue
-            sock = socket.socket(family, socktype, proto)
-            try:
-                for level, option, value in self.socket_options or ():
-                    sock.setsockopt(level, option, value)
-                sock.settimeout(self.timeout)
-                sock.connect(sockaddr)
-                return sock
-            except socket.timeout as exc:
-                sock.close()
-                raise ConnectTimeoutError(self, f"connect timed out after {self.timeout} s") from exc
-            except OSError as exc:
-                sock.close()
-                last_error = exc
-        if last_error is not None:
-            raise NewConnectionError(
-                self, f"Failed to establish a new connection: {last_error}"
-            ) from last_error
-        raise DestinationRefused(describe_refusal(refused[0]) if refused else "no address found")
-
-    def connect(self):
-        super().connect()
-        _watch(self.sock)
-
-    def request(self, *args, **kwargs):
-        if self.sock is not None:  # a kept-alive connection: the new attempt's deadline applies
-            _watch(self.sock)
-        return super().request(*args, **kwargs)
-
-
-def _adapter(allow_private: bool) -> HTTPAdapter:
+def _adapter(allow_private: bool, resolver: Resolver) -> HTTPAdapter:
     """An HTTPAdapter whose pools use guarded connections; no retries of its own."""
-    http_conn = type("GuardedHTTPConnection", (_GuardedConnectionMixin, HTTPConnection),
-                     {"allow_private": allow_private})
-    https_conn = type("GuardedHTTPSConnection", (_GuardedConnectionMixin, HTTPSConnection),
-                      {"allow_private": allow_private})
-    http_pool = type("GuardedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn})
-    https_pool = type("GuardedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn})
+    pools = connections.pool_classes(allow_private, resolver)
 
     class GuardedAdapter(HTTPAdapter):
         def init_poolmanager(self, *args, **kwargs):
             super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = {"http": http_pool, "https": https_pool}
+            self.poolmanager.pool_classes_by_scheme = pools
             self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
 
     return GuardedAdapter(max_retries=0, pool_connections=32, pool_maxsize=4)
 
 
-def _describe(exc: BaseException, attempt: AttemptDeadline, timeout: float) -> str:
-    """A short, secret-free sentence for an exception raised while posting."""
+def _failure_of(exc: BaseException, attempt: AttemptDeadline) -> Failure:
+    """Why the attempt failed: its deadline, what a connection seam saw, or the exception."""
     if attempt.expired or isinstance(exc, requests.Timeout):
-        return f"timeout: no complete response within {timeout:g} s"
-    if isinstance(exc, DestinationRefused):
-        return f"refused: {exc}"
-    chain = _causes(exc)
-    if any(isinstance(e, ConnectionRefusedError) for e in chain):
-        return "connection refused"
-    if any(isinstance(e, NameResolutionError) for e in chain):
-        return "DNS lookup failed: the endpoint's host name does not resolve"
-    if any(isinstance(e, requests.exceptions.SSLError) for e in chain):
-        return "TLS error: the endpoint's certificate or handshake was rejected"
-    text = " ".join(type(e).__name__ for e in chain)
-    if "BadStatusLine" in text or "ProtocolError" in text or "RemoteDisconnected" in text:
-        return "connection error: the endpoint closed the connection or did not answer in HTTP"
-    return f"connection error: {type(exc).__name__}"
+        return attempt.failure if _is_timeout(attempt.failure) else timeout(attempt.phase, attempt.budget)
+    if attempt.failure is not None:
+        return attempt.failure
+    return from_exception(exc)
 
 
-def _causes(exc: BaseException, limit: int = 12) -> list[BaseException]:
-    """The exception and what caused it: __cause__, __context__ and urllib3's ``reason``."""
-    chain, todo = [], [exc]
-    while todo and len(chain) < limit:
-        current = todo.pop(0)
-        if current is None or any(current is seen for seen in chain):
-            continue
-        chain.append(current)
-        todo += [current.__cause__, current.__context__, getattr(current, "reason", None)]
-        todo += [arg for arg in getattr(current, "args", ()) if isinstance(arg, BaseException)]
-    return chain
+def _is_timeout(failure: Failure | None) -> bool:
+    return failure is not None and failure.kind is ErrorKind.TIMEOUT
 
 
 class HttpSender:
     """Posts one attempt; safe to share between threads (one Session per thread)."""
 
-    def __init__(self, *, timeout: float, allow_private: bool):
+    def __init__(self, *, timeout: float, allow_private: bool, ca_bundle: str | None = None,
+                 resolver: Resolver = system_resolver):
+        """``timeout``: seconds for the whole attempt; ``ca_bundle``: a PEM file of trusted
+        CAs (None: certifi's); ``resolver``: getaddrinfo-shaped, the seam tests replace."""
         self.timeout = timeout
         self.allow_private = allow_private
+        self.ca_bundle = ca_bundle
+        self.resolver = resolver
         self._local = threading.local()
 
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)
         if session is None:
             session = requests.Session()
-            session.trust_env = False  # no proxies or netrc from the worker's environment
-            adapter = _adapter(self.allow_private)
+            session.trust_env = False  # no proxies, netrc or CA variables from the environment
+            # True: requests' context preloaded with certifi's CAs, built once per process.
+            session.verify = self.ca_bundle or True
+            adapter = _adapter(self.allow_private, self.resolver)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             self._local.session = session
@@ -173,9 +107,9 @@ class HttpSender:
     def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> AttemptResult:
         """POST ``body`` to ``url``; never raises for anything the endpoint does."""
         started = time.monotonic()
-        attempt = AttemptDeadline(started + self.timeout)
+        attempt = AttemptDeadline(started + self.timeout, self.timeout)
         watchdog.add(attempt)
-        _current.attempt = attempt
+        connections.begin(attempt)
         try:
             response = self._session().post(
                 url,
@@ -185,15 +119,16 @@ class HttpSender:
                 allow_redirects=False,
                 stream=True,
             )
+            attempt.phase = "response"
             excerpt = _read_bounded(response)
             if attempt.expired:
                 raise TimeoutError("deadline passed while reading the body")
             return AttemptResult(response.status_code, None, _ms_since(started), excerpt)
         except Exception as exc:  # noqa: BLE001 - the one place errors are mapped
-            return AttemptResult(None, _describe(exc, attempt, self.timeout), _ms_since(started))
+            return AttemptResult.failed(_failure_of(exc, attempt), _ms_since(started))
         finally:
             attempt.finish()
-            _current.attempt = None
+            connections.end()
 
     __call__ = post
 
@@ -218,7 +153,7 @@ def _read_bounded(response: requests.Response) -> str:
             response.raw.release_conn()
         else:
             response.close()
-    return bytes(received[:EXCERPT_BYTES]).decode("utf-8", errors="replace")
+    return storable_text(bytes(received[:EXCERPT_BYTES]).decode("utf-8", errors="replace"))
 
 
 def _ms_since(started: float) -> int:

@@ -37,7 +37,7 @@ def test_misbehaving_receivers_through_the_whole_stack(stack, fault_receiver):
         "/trickle": (lambda a: Trickle(1.0) if a.attempt == 1 else 200, "done", "timeout"),
         "/close-mid": (lambda a: CloseMidResponse() if a.attempt == 1 else 200, "done",
                        "connection error"),
-        "/garbage": (lambda a: Garbage() if a.attempt == 1 else 200, "done", "connection error"),
+        "/garbage": (lambda a: Garbage() if a.attempt == 1 else 200, "done", "protocol error"),
         "/huge": (Huge(), "done", 200),
         "/gone": (410, "failed", 410),
         "/redirect": (Redirect(target, 307), "dead", 307),

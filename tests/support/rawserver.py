@@ -7,6 +7,27 @@ import threading
 from typing import Callable
 
 
+def read_request(conn: socket.socket) -> bytes:
+    """Read one HTTP request (head and Content-Length body) from ``conn``; returns its head."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("the client closed before a whole request")
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    while len(rest) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            raise ConnectionError("the client closed in the middle of the body")
+        rest += chunk
+    return head
+
+
 class RawServer:
     """Calls ``behaviour(conn)`` after reading each request; counts requests received."""
 
@@ -31,19 +52,7 @@ class RawServer:
 
     def _handle(self, conn: socket.socket):
         try:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, rest = data.partition(b"\r\n\r\n")
-            length = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    length = int(line.split(b":", 1)[1])
-            while len(rest) < length:
-                rest += conn.recv(65536)
+            read_request(conn)
             self.requests += 1
             self.behaviour(conn)
         except OSError:

@@ -1,0 +1,250 @@
+"""The endpoint zoo: local receivers that fail the way real ones do, all on 127.0.0.1.
+
+Every endpoint is a real socket server of its own (``ZooEndpoint``). The
+HTTPS ones use certificates made by ``trustme`` (a local CA, no network):
+``Certificates.ca_bundle`` is the PEM file a sender trusts, and each
+certificate is broken in exactly one way. ``SLOW_DNS_SUFFIX`` names hosts
+whose look-up hangs (tests/support/slowdns injects it into worker processes;
+in-process tests pass ``slow_resolver`` to ``HttpSender``).
+
+``zoo(certificates)`` builds every endpoint with what its attempt must end
+as: the end status of a delivery that gets it every time, the start of the
+recorded ``error`` (or the status code recorded), and the kind of error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import socket
+import ssl
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import trustme
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from tests.support.rawserver import read_request
+
+__all__ = ["Certificates", "ZooEndpoint", "Expect", "zoo", "SLOW_DNS_SUFFIX", "slow_resolver"]
+
+SLOW_DNS_SUFFIX = ".slow-dns.test"
+SLOW_DNS_SECONDS = 30.0  # far past any attempt's deadline in the tests
+
+
+def slow_resolver(host: str, port: int) -> list:
+    """A resolver (the sender's seam) whose look-up of a SLOW_DNS_SUFFIX host hangs."""
+    if host.endswith(SLOW_DNS_SUFFIX):
+        time.sleep(SLOW_DNS_SECONDS)
+        host = "127.0.0.1"
+    return socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
+
+
+class Certificates:
+    """A trusted local CA and server certificates for 127.0.0.1, each broken in one way."""
+
+    def __init__(self):
+        self.folder = Path(tempfile.mkdtemp(prefix="webhooks-zoo-"))
+        self.ca = trustme.CA()
+        self.ca_bundle = self.folder / "ca.pem"
+        self.ca.cert_pem.write_to_path(str(self.ca_bundle))
+        now = dt.datetime.now(dt.timezone.utc)
+        self.valid = self._context(self.ca.issue_cert("127.0.0.1", "localhost"))
+        self.expired = self._context(self.ca.issue_cert(
+            "127.0.0.1", not_before=now - dt.timedelta(days=30), not_after=now - dt.timedelta(days=1)))
+        self.other_host = self._context(self.ca.issue_cert("other-host.example"))
+        self.self_signed = self._self_signed_context()
+
+    @staticmethod
+    def _context(leaf) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        leaf.configure_cert(context)
+        return context
+
+    def _self_signed_context(self) -> ssl.SSLContext:
+        """A certificate for 127.0.0.1 signed by its own key: no CA vouches for it."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "self-signed zoo endpoint")])
+        now = dt.datetime.now(dt.timezone.utc)
+        certificate = (
+            x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256())
+        )
+        pem = self.folder / "self-signed.pem"
+        pem.write_bytes(certificate.public_bytes(serialization.Encoding.PEM) + key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption()))
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(str(pem))
+        return context
+
+
+class ZooEndpoint:
+    """A socket server on 127.0.0.1: optional TLS, then ``behaviour(conn)`` after the request.
+
+    ``read_first=False`` calls the behaviour as soon as the TCP connection is
+    accepted (for a handshake that never completes). Stop with :meth:`close`.
+    """
+
+    def __init__(self, behaviour: Callable[[socket.socket], None], *,
+                 tls: ssl.SSLContext | None = None, read_first: bool = True):
+        self.behaviour, self.tls, self.read_first = behaviour, tls, read_first
+        self.requests = 0
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self._closed = threading.Event()
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://{host}:{self.port}{path}"
+
+    def _serve(self):
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket):
+        try:
+            conn.settimeout(60)
+            if self.tls is not None and self.read_first:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            if self.read_first:
+                read_request(conn)
+                self.requests += 1
+            self.behaviour(conn)
+        except (OSError, ssl.SSLError, ValueError):
+            pass  # the client gave up or refused our certificate: that is the point
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self._closed.set()
+        self._sock.close()
+
+
+# ---------------------------------------------------------------- behaviours
+
+
+def answer(status: int, body: bytes = b"ok", headers: bytes = b"") -> Callable:
+    def behaviour(conn):
+        conn.sendall(b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n%s\r\n" % (status, len(body), headers)
+                     + body)
+    return behaviour
+
+
+def silent(conn):
+    """Accept and say nothing until the client gives up."""
+    while conn.recv(65536):
+        pass
+
+
+def continue_then(status: int) -> Callable:
+    def behaviour(conn):
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        answer(status)(conn)
+    return behaviour
+
+
+def header_flood(count: int = 10_000) -> Callable:
+    def behaviour(conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\n" + b"".join(b"X-Flood-%d: x\r\n" % i for i in range(count))
+                     + b"Content-Length: 0\r\n\r\n")
+    return behaviour
+
+
+def one_huge_header(size: int = 1024 * 1024) -> Callable:
+    def behaviour(conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nX-Huge: " + b"h" * size + b"\r\nContent-Length: 0\r\n\r\n")
+    return behaviour
+
+
+def garbage_status(conn):
+    conn.sendall(b"HTTP/1.1 TWO HUNDRED\r\n\x00\xff\r\n\r\n")
+
+
+def endless_chunks(conn):
+    """A 200 whose chunked body never ends: a small chunk every 0.2 s."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    while True:
+        conn.sendall(b"1\r\nx\r\n")
+        time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class Expect:
+    """How an attempt to an endpoint must end: ``error`` prefix (None: a response with
+    ``status_code``), the error kind's value, and the delivery's end status when every
+    attempt gets the same."""
+
+    end: str
+    error: str | None = None
+    kind: str | None = None
+    status_code: int | None = None
+    excerpt_has: str | None = None
+
+
+def zoo(certificates: Certificates) -> dict[str, tuple[ZooEndpoint, Expect]]:
+    """Every zoo endpoint, by name, with what its attempts must record."""
+    c = certificates
+    retry_body = 500  # answered with junk bodies so the delivery walks the ladder to dead
+    return {
+        "https-valid": (ZooEndpoint(answer(200), tls=c.valid), Expect("done", status_code=200)),
+        "https-self-signed": (ZooEndpoint(answer(200), tls=c.self_signed),
+                              Expect("dead", "TLS error: certificate not trusted", "tls_untrusted")),
+        "https-expired": (ZooEndpoint(answer(200), tls=c.expired),
+                          Expect("dead", "TLS error: certificate expired", "tls_expired")),
+        "https-other-host": (ZooEndpoint(answer(200), tls=c.other_host),
+                             Expect("dead", "TLS error: certificate is for another host name",
+                                    "tls_hostname")),
+        "https-handshake-hangs": (ZooEndpoint(silent, tls=c.valid, read_first=False),
+                                  Expect("dead", "timeout: the TLS handshake", "timeout")),
+        "tcp-silent": (ZooEndpoint(silent, read_first=False),
+                       Expect("dead", "timeout: no complete response", "timeout")),
+        "body-nul": (ZooEndpoint(answer(retry_body, b"before\x00after")),
+                     Expect("dead", status_code=500, excerpt_has="before\ufffdafter")),
+        "body-binary": (ZooEndpoint(answer(retry_body, bytes(range(256)) * 8)),
+                        Expect("dead", status_code=500, excerpt_has="\ufffd")),
+        "body-invalid-utf8": (ZooEndpoint(answer(retry_body, b"caf\xc3 \xff\xfe ok")),
+                              Expect("dead", status_code=500, excerpt_has="caf\ufffd")),
+        "body-utf16": (ZooEndpoint(answer(retry_body, "h\u00e9llo".encode("utf-16"))),
+                       Expect("dead", status_code=500, excerpt_has="\ufffd")),
+        "continue-then-status": (ZooEndpoint(continue_then(503)), Expect("dead", status_code=503)),
+        "header-flood": (ZooEndpoint(header_flood()),
+                         Expect("dead", "protocol error", "protocol")),
+        "header-megabyte": (ZooEndpoint(one_huge_header()),
+                            Expect("dead", "protocol error", "protocol")),
+        "garbage-status-line": (ZooEndpoint(garbage_status),
+                                Expect("dead", "protocol error", "protocol")),
+        "chunked-never-ends": (ZooEndpoint(endless_chunks),
+                               Expect("dead", "timeout: no complete response", "timeout")),
+        "dns-slow": (ZooEndpoint(answer(200)),
+                     Expect("dead", "timeout: the DNS look-up", "timeout")),
+    }
+
+
+def url_of(name: str, endpoint: ZooEndpoint) -> str:
+    """The URL a subscription uses for a zoo endpoint (the slow-DNS one goes through a name)."""
+    if name == "dns-slow":
+        return endpoint.url(host="zoo" + SLOW_DNS_SUFFIX)
+    return endpoint.url()

@@ -1,0 +1,82 @@
+"""Every zoo endpoint (tests/support/zoo.py) against the sender alone: each attempt ends
+within its deadline with the error the README lists, and never raises."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.support.zoo import Certificates, slow_resolver, url_of, zoo
+from webhooks.transport import HttpSender
+
+TIMEOUT_S = 1.0
+SLACK_S = 1.0  # a loaded 2-core machine; the real bound is checked through the worker too
+BODY = b'{"hello":"world"}'
+HEADERS = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def certificates():
+    return Certificates()
+
+
+@pytest.fixture(scope="module")
+def endpoints(certificates):
+    built = zoo(certificates)
+    yield built
+    for endpoint, _ in built.values():
+        endpoint.close()
+
+
+@pytest.fixture(scope="module")
+def sender(certificates):
+    return HttpSender(timeout=TIMEOUT_S, allow_private=True, ca_bundle=str(certificates.ca_bundle),
+                      resolver=slow_resolver)
+
+
+NAMES = [
+    "https-valid", "https-self-signed", "https-expired", "https-other-host",
+    "https-handshake-hangs", "tcp-silent", "body-nul", "body-binary", "body-invalid-utf8",
+    "body-utf16", "continue-then-status", "header-flood", "header-megabyte",
+    "garbage-status-line", "chunked-never-ends", "dns-slow",
+]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_zoo_endpoint_ends_as_expected_within_its_deadline(sender, endpoints, name):
+    endpoint, expect = endpoints[name]
+    started = time.monotonic()
+    result = sender.post(url_of(name, endpoint), BODY, HEADERS)
+    elapsed = time.monotonic() - started
+    assert elapsed <= TIMEOUT_S + SLACK_S, (name, elapsed)
+    if expect.error is None:
+        assert (result.status_code, result.error) == (expect.status_code, None), result
+    else:
+        assert result.status_code is None, result
+        assert result.error.startswith(expect.error), (name, result.error)
+        assert result.error_kind.value == expect.kind, (name, result.error_kind)
+    if expect.excerpt_has is not None:
+        assert expect.excerpt_has in result.excerpt and "\x00" not in result.excerpt, result.excerpt
+
+
+def test_the_zoo_covers_every_endpoint(endpoints):
+    assert sorted(endpoints) == sorted(NAMES)
+
+
+def test_without_the_ca_bundle_a_valid_local_certificate_is_untrusted(endpoints):
+    """certifi's bundle is the default, and it does not hold the test CA."""
+    endpoint, _ = endpoints["https-valid"]
+    result = HttpSender(timeout=TIMEOUT_S, allow_private=True).post(endpoint.url(), BODY, HEADERS)
+    assert result.error_kind.value == "tls_untrusted", result
+
+
+def test_a_tls_error_names_what_the_certificate_lacks(sender, endpoints):
+    endpoint, _ = endpoints["https-expired"]
+    assert "certificate has expired" in sender.post(endpoint.url(), BODY, HEADERS).error
+
+
+def test_a_host_name_that_resolves_nowhere_is_a_dns_error(sender):
+    result = sender.post("http://no-such-host.invalid/hook", BODY, HEADERS)
+    assert (result.error_kind.value, result.error) == (
+        "dns", "DNS lookup failed: the endpoint's host name does not resolve")
