@@ -22,7 +22,7 @@ from webhooks.db import get_sessionmaker
 
 from .errors import error_response
 
-__all__ = ["db_session", "after_commit", "init_app"]
+__all__ = ["db_session", "read_snapshot", "after_commit", "init_app"]
 
 _SESSION = "webhooks_session"
 _CALLBACKS = "webhooks_after_commit"
@@ -34,6 +34,23 @@ def db_session() -> Session:
     if session is None:
         session = get_sessionmaker()()
         setattr(g, _SESSION, session)
+    return session
+
+
+def read_snapshot() -> Session:
+    """The request's session, reading from here on as of one moment (a read-only view).
+
+    Under PostgreSQL's default READ COMMITTED each statement sees its own
+    moment, so a delivery read before an attempt was recorded could be shown
+    with that attempt. The request's earlier reads (the caller's key) are
+    ended, and the rest run in one REPEATABLE READ transaction. SQLite's
+    transactions here begin IMMEDIATE (db.py), which already reads one moment.
+    """
+    session = db_session()
+    if session.get_bind().dialect.name == "postgresql":
+        if session.in_transaction():
+            session.commit()  # only reads so far: the account of the API key
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
     return session
 
 

@@ -21,7 +21,7 @@ from ..pagination import decode_cursor, encode_cursor, older_than
 from ..params import canonical_id, load_query
 from ..responses import json_response
 from ..schemas import DeliveryListSchema, DeliveryQuerySchema, DeliverySchema, delivery_resource
-from ..transaction import after_commit, db_session
+from ..transaction import after_commit, db_session, read_snapshot
 from .prefix import API_PREFIX
 
 __all__ = ["bp"]
@@ -85,6 +85,7 @@ def _own(delivery_id: str) -> Delivery:
 def list_page() -> Response:
     query = load_query(DeliveryQuerySchema())
     limit = query["limit"]
+    read_snapshot()  # the page and its attempts as of one moment
     statement = select(Delivery).where(Delivery.account_id == current_account_id())
     if "subscription_id" in query:
         statement = statement.where(Delivery.subscription_id == str(query["subscription_id"]))
@@ -118,6 +119,7 @@ def list_page() -> Response:
 @bp.get("/<delivery_id>")
 @documented("Get a delivery", responses={200: ("The delivery with its attempts", DeliverySchema)})
 def get(delivery_id: str) -> Response:
+    read_snapshot()  # the row and its attempts as of one moment
     delivery = _own(delivery_id)
     attempts = _attempts_of([delivery.id])[delivery.id]
     return json_response(_ONE, delivery_resource(delivery, attempts))

@@ -13,7 +13,7 @@ from webhooks.models import Delivery, DeliveryStatus, utcnow
 
 from ..errors import ApiError
 from ..params import canonical_id
-from ..transaction import after_commit, db_session
+from ..transaction import after_commit, db_session, read_snapshot
 from . import queries
 from .blueprint import bp, current_account
 
@@ -86,6 +86,7 @@ def deliveries():
 
 @bp.get("/deliveries/<delivery_id>")
 def delivery(delivery_id: str):
+    read_snapshot()  # the delivery and its attempts as of one moment
     found = _own(delivery_id)
     session = db_session()
     account_id = current_account().id
