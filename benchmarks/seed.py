@@ -118,11 +118,12 @@ def publish_deliveries(delivery_ids: list[str], attempt_count: int = 0, *,
     with ``eta`` (aware UTC) each message is a countdown due then, as a failed
     attempt's retry is.
     """
-    from webhooks import queue, store
+    from webhooks import queue
+    from webhooks.outbox import Dispatch
 
     started = time.perf_counter()
     if eta is None:
-        failed = queue.publish(store.Dispatch(i, attempt_count) for i in delivery_ids)
+        failed = queue.publish(Dispatch(i, attempt_count) for i in delivery_ids)
         if failed:
             raise RuntimeError(f"{len(failed)} messages could not be published")
     else:

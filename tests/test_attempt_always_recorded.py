@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
 from tests.support.rawserver import RawServer
-from webhooks import attempts as attempts_module
+from webhooks import delivery as delivery_module
 from webhooks.config import get_settings
 from webhooks.db import session_scope
 from webhooks.delivery import run_attempt
@@ -61,7 +61,7 @@ def test_a_sender_that_raises_is_recorded_as_an_internal_error(any_db, quiet_pub
 def test_a_record_that_raises_is_recorded_again_as_an_internal_error(any_db, quiet_publish,
                                                                      monkeypatch):
     """The first record fails (here: injected); the attempt is still recorded, as ours."""
-    real_record = attempts_module.record_attempt
+    real_record = delivery_module.record
     calls = []
 
     def record_that_fails_once(connection, claim, **fields):
@@ -70,7 +70,7 @@ def test_a_record_that_raises_is_recorded_again_as_an_internal_error(any_db, qui
             raise ValueError("the record failed")
         return real_record(connection, claim, **fields)
 
-    monkeypatch.setattr(attempts_module, "record_attempt", record_that_fails_once)
+    monkeypatch.setattr(delivery_module, "record", record_that_fails_once)
     delivery_id = _delivery_to("http://127.0.0.1:9/x")
     ok = lambda url, body, headers: AttemptResult(200, None, 5, "fine")  # noqa: E731
     assert run_attempt(delivery_id, 0, sender=ok) == "pending"

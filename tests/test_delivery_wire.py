@@ -5,7 +5,7 @@ from __future__ import annotations
 import requests
 import responses
 
-from webhooks.attempts import Claim
+from webhooks.claim import Claim
 from webhooks.config import load_settings
 from webhooks.delivery import delivery_headers
 from webhooks.signing import verify

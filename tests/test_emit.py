@@ -179,8 +179,7 @@ def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
 
 
 def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, published):
-    from webhooks import dispatch as dispatch_module
-    from webhooks import publisher
+    from webhooks import outbox, publisher
 
     account_id, _ = make_account()
     make_subscription(account_id, "https://example.com/hook")
@@ -190,7 +189,7 @@ def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, publishe
         if not failures:
             failures.append(items)
             raise RuntimeError("database unreachable while parking")
-        return dispatch_module.dispatch(items)
+        return outbox.publish_now(items)
 
     monkeypatch.setattr("webhooks.publisher.dispatch", fail_once)
     emit_event(account_id, "email.sent", sample_data("email.sent"))

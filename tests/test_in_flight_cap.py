@@ -16,7 +16,8 @@ from sqlalchemy import select, update
 
 from tests.factories import make_account, make_subscription
 from tests.test_store import delivery, emit, record
-from webhooks import attempts, store
+from webhooks.claim import Caps, claim as claim_attempt
+from webhooks.sweep import sweep
 from webhooks.db import get_engine, session_scope
 from webhooks.models import Delivery, utcnow
 
@@ -31,7 +32,7 @@ def subscription(any_db, published):
 
 def claim(delivery_id, count=0, cap=CAP):
     with get_engine().begin() as connection:
-        return attempts.claim(connection, delivery_id, count, utcnow(), cap)
+        return claim_attempt(connection, delivery_id, count, utcnow(), Caps(subscription=cap))
 
 
 def is_waiting(delivery_id) -> bool:
@@ -128,7 +129,7 @@ def test_with_the_cap_turned_off_the_sweep_releases_every_waiting_delivery(subsc
 
 def _sweep(max_in_flight=CAP):
     with session_scope() as session:
-        return store.sweep(session, utcnow() + dt.timedelta(seconds=1), timeout=15,
+        return sweep(session, utcnow() + dt.timedelta(seconds=1), timeout=15,
                            recover_after=120, batch=100, max_in_flight=max_in_flight)
 
 

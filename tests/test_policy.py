@@ -1,72 +1,98 @@
-"""Every row of SPEC 3.1 and 7 through the pure policy, and the ladder's end."""
+"""Every row of the delivery table (docs/api.md, "Statuses") through policy.next_step, the
+pure function that decides what follows an attempt, and the ladder's end."""
 
 import pytest
 
-from webhooks.policy import Decision, Outcome, classify, decide, retry_delay, rides_countdown, should_pause
+from webhooks.policy import Counter, Outcome, Rules, Wait, classify, next_step, pauses, retry_delay
 
 LADDER = (60, 300, 1800, 7200, 43200)
+RULES = Rules(LADDER, countdown_limit=300, pause_after=25)
+
+
+def step(attempt, status, event_type="email.sent", rules=RULES, room=True):
+    return next_step(attempt, status, event_type, rules, countdown_room=lambda: room)
 
 
 @pytest.mark.parametrize(
-    "status, outcome",
+    "status, outcome, delivery_status",
     [
-        (200, Outcome.SUCCESS),
-        (201, Outcome.SUCCESS),
-        (204, Outcome.SUCCESS),
-        (299, Outcome.SUCCESS),
-        (301, Outcome.RETRY),  # redirects are not followed: "any other outcome"
-        (302, Outcome.RETRY),
-        (400, Outcome.PERMANENT_FAILURE),
-        (401, Outcome.PERMANENT_FAILURE),
-        (404, Outcome.PERMANENT_FAILURE),
-        (410, Outcome.PERMANENT_FAILURE),
-        (499, Outcome.PERMANENT_FAILURE),
-        (429, Outcome.RETRY),
-        (500, Outcome.RETRY),
-        (503, Outcome.RETRY),
-        (100, Outcome.RETRY),
-        (None, Outcome.RETRY),  # time-out or refused connection: no response at all
+        (200, Outcome.SUCCESS, "done"),
+        (201, Outcome.SUCCESS, "done"),
+        (204, Outcome.SUCCESS, "done"),
+        (299, Outcome.SUCCESS, "done"),
+        (301, Outcome.RETRY, "pending"),  # redirects are not followed: "any other outcome"
+        (302, Outcome.RETRY, "pending"),
+        (400, Outcome.PERMANENT_FAILURE, "failed"),
+        (401, Outcome.PERMANENT_FAILURE, "failed"),
+        (404, Outcome.PERMANENT_FAILURE, "failed"),
+        (410, Outcome.PERMANENT_FAILURE, "failed"),
+        (499, Outcome.PERMANENT_FAILURE, "failed"),
+        (429, Outcome.RETRY, "pending"),
+        (500, Outcome.RETRY, "pending"),
+        (503, Outcome.RETRY, "pending"),
+        (100, Outcome.RETRY, "pending"),
+        (None, Outcome.RETRY, "pending"),  # time-out or refused connection: no response at all
     ],
 )
-def test_first_attempt_outcome_by_response(status, outcome):
-    decision = decide(1, status, LADDER)
-    assert decision.outcome is outcome
-    assert decision.retry_after == (60 if outcome is Outcome.RETRY else None)
+def test_first_attempt_by_response(status, outcome, delivery_status):
+    first = step(1, status)
+    assert (first.outcome, first.status) == (outcome, delivery_status)
+    assert first.retry_after == (60 if outcome is Outcome.RETRY else None)
 
 
 @pytest.mark.parametrize("attempt, wait", [(1, 60), (2, 300), (3, 1800), (4, 7200), (5, 43200)])
 def test_ladder_waits_after_each_failed_attempt(attempt, wait):
-    assert decide(attempt, 503, LADDER) == Decision(Outcome.RETRY, wait)
-
-
-def test_attempt_five_failing_waits_twelve_hours():
-    assert decide(5, None, LADDER) == Decision(Outcome.RETRY, 12 * 3600)
+    assert (step(attempt, 503).outcome, step(attempt, 503).retry_after) == (Outcome.RETRY, wait)
 
 
 @pytest.mark.parametrize("status", [None, 429, 500, 302])
 def test_attempt_six_failing_is_dead(status):
-    assert decide(6, status, LADDER) == Decision(Outcome.DEAD)
+    dead = step(6, status)
+    assert (dead.outcome, dead.status, dead.retry_after, dead.wait) == (
+        Outcome.DEAD, "dead", None, Wait.NONE)
 
 
 def test_attempt_six_with_a_permanent_4xx_is_failed_not_dead():
-    assert decide(6, 410, LADDER).outcome is Outcome.PERMANENT_FAILURE
+    assert step(6, 410).status == "failed"
 
 
 def test_attempt_six_success_is_done():
-    assert decide(6, 200, LADDER).outcome is Outcome.SUCCESS
+    assert step(6, 200).status == "done"
 
 
 def test_ladder_length_sets_the_attempt_limit():
-    short = (1, 1)
-    assert decide(2, 500, short) == Decision(Outcome.RETRY, 1)
-    assert decide(3, 500, short) == Decision(Outcome.DEAD)
-    assert decide(1, 500, ()) == Decision(Outcome.DEAD)
+    short = Rules((1, 1), 300, 25)
+    assert step(2, 500, rules=short).retry_after == 1
+    assert step(3, 500, rules=short).outcome is Outcome.DEAD
+    assert step(1, 500, rules=Rules((), 300, 25)).outcome is Outcome.DEAD
 
 
-def test_every_non_success_counts_toward_pause():
-    assert not decide(1, 200, LADDER).is_failure
+def test_every_failure_adds_one_and_a_success_resets_the_counter():
+    assert step(1, 200).counter is Counter.RESET and not step(1, 200).is_failure
     for status in (None, 302, 400, 410, 429, 500):
-        assert decide(1, status, LADDER).is_failure
+        assert step(1, status).counter is Counter.ADD_ONE
+    assert step(6, 500).counter is Counter.ADD_ONE  # the dead attempt counts too
+
+
+def test_a_short_wait_rides_a_countdown_a_long_one_is_parked():
+    assert step(1, 500).wait is Wait.COUNTDOWN  # 60 s
+    assert step(2, 500).wait is Wait.COUNTDOWN  # 300 s, the limit itself
+    assert step(3, 500).wait is Wait.PARKED  # 30 min
+
+
+def test_no_countdown_room_parks_even_a_short_wait_and_room_is_asked_only_when_needed():
+    asked = []
+    assert step(1, 500, room=False).wait is Wait.PARKED
+    next_step(3, 500, "email.sent", RULES, countdown_room=lambda: asked.append(1) or True)
+    next_step(1, 200, "email.sent", RULES, countdown_room=lambda: asked.append(1) or True)
+    assert asked == []
+
+
+def test_a_retry_is_held_if_its_failure_pauses_the_subscription_but_test_ping_never_is():
+    assert step(1, 500).status_if_paused == "paused"
+    assert step(1, 500, "test.ping").status_if_paused == "pending"
+    assert step(6, 500).status_if_paused == "dead"  # a finished delivery stays finished
+    assert step(1, 410).status_if_paused == "failed"
 
 
 def test_classify_is_total_over_status_codes():
@@ -80,12 +106,6 @@ def test_retry_delay_rejects_attempt_zero():
 
 
 def test_pause_threshold():
-    assert not should_pause(24, 25)
-    assert should_pause(25, 25)
-    assert should_pause(26, 25)
-
-
-def test_countdown_limit_separates_countdown_from_parking():
-    assert rides_countdown(60, 300)
-    assert rides_countdown(300, 300)
-    assert not rides_countdown(1800, 300)
+    assert not pauses(24, RULES)
+    assert pauses(25, RULES)
+    assert pauses(26, RULES)

@@ -14,11 +14,14 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.factories import make_account, make_subscription
-from webhooks import attempts, store
+from webhooks import store
+from webhooks.claim import claim as claim_attempt
 from webhooks.db import get_engine, session_scope
 from webhooks.models import Attempt, Delivery, Subscription, utcnow
-from webhooks.policy import decide
+from webhooks.policy import Rules, next_step
+from webhooks.record import record as record_attempt
 from webhooks.samples import sample_data
+from webhooks.sweep import sweep
 
 LADDER = (60, 300, 1800, 7200, 43200)
 
@@ -43,17 +46,20 @@ def delivery(delivery_id) -> Delivery:
 
 def claim(delivery_id, count):
     with get_engine().begin() as connection:
-        return attempts.claim(connection, delivery_id, count, utcnow())
+        return claim_attempt(connection, delivery_id, count, utcnow())
 
 
-def record(claim_, status_code, *, pause_after=25, countdown_limit=300, ladder=LADDER):
+def record(claim_, status_code, *, pause_after=25, countdown_limit=300, ladder=LADDER,
+           countdown_room=True):
     now = utcnow()
+    rules = Rules(ladder, countdown_limit, pause_after)
+    step = next_step(claim_.attempt_number, status_code, claim_.event_type, rules,
+                     countdown_room=lambda: countdown_room)
     with get_engine().begin() as connection:
-        return attempts.record_attempt(
-            connection, claim_, started_at=now, duration_ms=5, status_code=status_code,
-            error=None if status_code else "connection refused", excerpt="ok",
-            decision=decide(claim_.attempt_number, status_code, ladder), now=now,
-            countdown_limit=countdown_limit, pause_after=pause_after,
+        return record_attempt(
+            connection, claim_, step=step, rules=rules, started_at=now, now=now, duration_ms=5,
+            status_code=status_code, error=None if status_code else "connection refused",
+            excerpt="ok",
         )
 
 
@@ -167,7 +173,7 @@ def test_resume_releases_held_deliveries_for_the_sweep(setup, published):
     assert (sub.status, sub.consecutive_failures, sub.paused_at) == ("active", 0, None)
     published.settled().clear()
     with session_scope() as session:
-        found = store.sweep(session, utcnow(), timeout=15, recover_after=120, batch=100)
+        found = sweep(session, utcnow(), timeout=15, recover_after=120, batch=100)
     assert sorted((d.delivery_id, d.attempt_count) for d in found) == sorted((i, 1) for i in ids)
 
 
@@ -177,7 +183,7 @@ def test_sweep_recovers_a_dead_workers_claim_with_its_count(setup):
     claim(delivery_id, 0)  # the worker dies here
     later = utcnow() + dt.timedelta(seconds=200)
     with session_scope() as session:
-        found = store.sweep(session, later, timeout=15, recover_after=120, batch=100)
+        found = sweep(session, later, timeout=15, recover_after=120, batch=100)
     assert [(d.delivery_id, d.attempt_count) for d in found] == [(delivery_id, 0)]
     row = delivery(delivery_id)
     assert (row.status, row.attempt_count) == ("pending", 0)
@@ -188,13 +194,13 @@ def test_sweep_republishes_lost_messages_once_per_interval(setup):
     delivery_id = emit(account_id).delivery_ids[0]
     now = utcnow()
     with session_scope() as session:
-        assert store.sweep(session, now, timeout=15, recover_after=120, batch=100) == []
+        assert sweep(session, now, timeout=15, recover_after=120, batch=100) == []
     later = now + dt.timedelta(seconds=121)
     with session_scope() as session:
-        found = store.sweep(session, later, timeout=15, recover_after=120, batch=100)
+        found = sweep(session, later, timeout=15, recover_after=120, batch=100)
     assert [d.delivery_id for d in found] == [delivery_id]
     with session_scope() as session:
-        assert store.sweep(session, later, timeout=15, recover_after=120, batch=100) == []
+        assert sweep(session, later, timeout=15, recover_after=120, batch=100) == []
 
 
 def test_sweep_sends_parked_deliveries_when_due(setup):
@@ -202,10 +208,10 @@ def test_sweep_sends_parked_deliveries_when_due(setup):
     delivery_id = emit(account_id).delivery_ids[0]
     record(claim(delivery_id, 0), 500, countdown_limit=10)  # 60 s > 10 s: parked
     with session_scope() as session:
-        assert store.sweep(session, utcnow(), timeout=15, recover_after=120, batch=100) == []
+        assert sweep(session, utcnow(), timeout=15, recover_after=120, batch=100) == []
     due = utcnow() + dt.timedelta(seconds=61)
     with session_scope() as session:
-        found = store.sweep(session, due, timeout=15, recover_after=120, batch=100)
+        found = sweep(session, due, timeout=15, recover_after=120, batch=100)
     assert [(d.delivery_id, d.attempt_count) for d in found] == [(delivery_id, 1)]
     assert delivery(delivery_id).parked is False
 
@@ -215,7 +221,7 @@ def test_late_record_after_recovery_is_not_recorded_twice(setup):
     delivery_id = emit(account_id).delivery_ids[0]
     slow = claim(delivery_id, 0)
     with session_scope() as session:
-        store.sweep(session, utcnow() + dt.timedelta(seconds=200), timeout=15, recover_after=120,
+        sweep(session, utcnow() + dt.timedelta(seconds=200), timeout=15, recover_after=120,
                     batch=100)
     _make_due(delivery_id)
     fast = claim(delivery_id, 0)
@@ -315,13 +321,7 @@ def test_full_countdown_cap_parks_even_a_short_wait(setup):
     account_id, _ = setup
     delivery_id = emit(account_id).delivery_ids[0]
     claimed = claim(delivery_id, 0)
-    now = utcnow()
-    with get_engine().begin() as connection:
-        result = attempts.record_attempt(
-            connection, claimed, started_at=now, duration_ms=1, status_code=500,
-            error=None, excerpt=None, decision=decide(1, 500, LADDER), now=now,
-            countdown_limit=300, pause_after=25, countdown_allowed=False,
-        )
+    result = record(claimed, 500, countdown_room=False)
     assert result.status == "pending" and result.dispatch is None
     assert delivery(delivery_id).parked is True
 

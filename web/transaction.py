@@ -19,13 +19,13 @@ from flask import Flask, Response, current_app, g
 from sqlalchemy.orm import Session
 
 from webhooks.db import get_sessionmaker
+from webhooks.outbox import on_commit
 
 from .errors import error_response
 
 __all__ = ["db_session", "read_snapshot", "after_commit", "init_app"]
 
 _SESSION = "webhooks_session"
-_CALLBACKS = "webhooks_after_commit"
 
 
 def db_session() -> Session:
@@ -55,13 +55,13 @@ def read_snapshot() -> Session:
 
 
 def after_commit(callback: Callable[[], object]) -> None:
-    """Run ``callback`` after the request's transaction commits; never if it rolls back."""
-    g.setdefault(_CALLBACKS, []).append(callback)
+    """Run ``callback`` after the request's transaction commits; never if it rolls back
+    (outbox.on_commit, the one after-commit mechanism of the core and the web app)."""
+    on_commit(db_session(), callback)
 
 
 def _finish(response: Response) -> Response:
     session: Session | None = g.pop(_SESSION, None)
-    callbacks = g.pop(_CALLBACKS, [])
     if session is None:
         return response
     succeeded = response.status_code < 400
@@ -77,21 +77,12 @@ def _finish(response: Response) -> Response:
         return error_response(500, "internal_error", "The server could not complete this request.")
     finally:
         session.close()
-    if succeeded:
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # noqa: BLE001
-                # The change is committed and the sweep recovers an unpublished
-                # delivery, so the request still succeeded; the operator is told.
-                current_app.logger.exception("after-commit action failed")
     return response
 
 
 def _discard(_error: BaseException | None) -> None:
     # Only reached with a session still open when _finish did not run (an
     # exception escaped every handler); never leave a transaction open.
-    g.pop(_CALLBACKS, None)
     session: Session | None = g.pop(_SESSION, None)
     if session is not None:
         session.rollback()

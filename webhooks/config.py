@@ -41,6 +41,8 @@ class Settings:
     countdown_limit: int = 300
     countdown_max: int = 2000
     max_in_flight: int = 10
+    test_max_in_flight: int = 2
+    account_max_in_flight: int = 20
     sweep_interval: float = 5.0
     recover_after: float = 120.0
     sweep_batch: int = 5000
@@ -202,6 +204,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         max_in_flight=_positive_number(
             env, "WEBHOOKS_MAX_IN_FLIGHT", 10, integer=True, allow_zero=True
+        ),
+        test_max_in_flight=_positive_number(
+            env, "WEBHOOKS_TEST_MAX_IN_FLIGHT", 2, integer=True, allow_zero=True
+        ),
+        account_max_in_flight=_positive_number(
+            env, "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT", 20, integer=True, allow_zero=True
         ),
         sweep_interval=_positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),
         recover_after=_positive_number(env, "WEBHOOKS_RECOVER_AFTER", 120.0),

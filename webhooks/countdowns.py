@@ -20,7 +20,8 @@ import time
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from .models import Delivery, DeliveryStatus
+from .models import Delivery
+from .states import riding_countdown
 
 __all__ = ["CountdownBudget", "riding_countdowns"]
 
@@ -30,13 +31,8 @@ REFRESH_S = 1.0
 def riding_countdowns(connection: Connection, now: dt.datetime) -> int:
     """How many pending deliveries wait for a countdown message that is not yet due."""
     return connection.execute(
-        select(func.count())
-        .select_from(Delivery.__table__)
-        .where(
-            Delivery.__table__.c.status == DeliveryStatus.PENDING.value,
-            Delivery.__table__.c.next_attempt_at > now,
-            Delivery.__table__.c.parked.is_(False),
-        )
+        select(func.count()).select_from(Delivery.__table__)
+        .where(riding_countdown(Delivery.__table__, now))
     ).scalar_one()
 
 

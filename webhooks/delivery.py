@@ -1,9 +1,9 @@
-"""Run one delivery attempt, and run the sweep: claim, send, decide, record.
+"""Run one delivery attempt: claim, send, decide, record, publish.
 
 This is the orchestration a worker task calls; it owns two short
-transactions per attempt (claim, record) and holds none while the POST is in
-flight. What happens next is decided in policy.py; the POST itself is in
-transport.py.
+transactions per attempt (claim.py, record.py) and holds none while the POST
+is in flight. What happens next is decided in ``policy.next_step``; the POST
+itself is in transport.py.
 """
 
 from __future__ import annotations
@@ -15,19 +15,21 @@ from typing import NamedTuple
 
 from sqlalchemy.exc import OperationalError
 
-from . import attempts, policy, store
+from . import policy
+from .claim import Caps, Claim, claim
 from .countdowns import CountdownBudget
 from .config import Settings, get_settings
-from .db import get_engine, session_scope
-from .dispatch import dispatch
+from .db import get_engine
 from .envelope import MODE
 from .failures import internal_error
 from .models import utcnow
+from .outbox import publish_now
+from .record import Recorded, record
 from .signing import sign
 from .storable import storable_text
 from .transport import AttemptResult, HttpSender, Sender
 
-__all__ = ["run_attempt", "run_sweep", "delivery_headers", "default_sender"]
+__all__ = ["run_attempt", "delivery_headers", "default_sender", "rules_of"]
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +40,8 @@ class _Recorded(NamedTuple):
     """A recorded attempt: what the sender gave, what was decided, what the record led to."""
 
     result: AttemptResult
-    decision: policy.Decision
-    record: attempts.AttemptRecord
+    step: policy.Step
+    record: Recorded
 
 
 @functools.lru_cache(maxsize=4)
@@ -57,7 +59,12 @@ def default_sender(settings: Settings) -> Sender:
     return _sender(settings.timeout, settings.allow_private_targets, settings.ca_bundle)
 
 
-def delivery_headers(claim: attempts.Claim, settings: Settings, timestamp: int) -> dict[str, str]:
+def rules_of(settings: Settings) -> policy.Rules:
+    """The policy's rules from the settings."""
+    return policy.Rules(settings.retry_delays, settings.countdown_limit, settings.pause_after)
+
+
+def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[str, str]:
     """The seven headers of SPEC 2.4, signed with ``timestamp`` (unix seconds, taken at send time)."""
     header = settings.header
     return {
@@ -89,27 +96,25 @@ def run_attempt(
     # No pre-ping on the hot path (a round trip per transaction): a dropped
     # connection is retried once instead, see _in_transaction.
     engine = get_engine(pre_ping=False)
-    claim = _in_transaction(
+    claimed = _in_transaction(
         engine,
-        lambda connection: attempts.claim(connection, delivery_id, attempt_count, utcnow(),
-                                          settings.max_in_flight),
+        lambda connection: claim(connection, delivery_id, attempt_count, utcnow(),
+                                 Caps.of(settings)),
         f"claiming delivery {delivery_id}",
     )
-    if claim is None:
+    if claimed is None:
         return None
     started_at = utcnow()
-    result = _send(sender or default_sender(settings), claim, settings)
-    recorded = _record_or_internal_error(engine, claim, result, started_at, settings)
+    result = _send(sender or default_sender(settings), claimed, settings)
+    recorded = _record_or_internal_error(engine, claimed, result, started_at, settings)
     if recorded is None:
         log.warning("attempt %d of delivery %s finished after its claim was taken back",
-                    claim.attempt_number, delivery_id)
+                    claimed.attempt_number, delivery_id)
         return None
-    _log_attempt(claim, recorded, settings)
-    record = recorded.record
-    to_publish = [*([record.dispatch] if record.dispatch is not None else []), *record.released]
-    if to_publish:
-        dispatch(to_publish)
-    return record.status
+    _log_attempt(claimed, recorded, settings)
+    done = recorded.record
+    publish_now([*([done.dispatch] if done.dispatch is not None else []), *done.released])
+    return done.status
 
 
 def _in_transaction(engine, work, doing: str):
@@ -133,7 +138,7 @@ def _in_transaction(engine, work, doing: str):
     return None
 
 
-def _send(sender: Sender, claim: attempts.Claim, settings: Settings) -> AttemptResult:
+def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
     """The sender's result, signed now. A sender that raises is a fault of ours, never the
     receiver's: it becomes a failed attempt ("internal error: <type>"), not an abandoned claim."""
     started = time.monotonic()
@@ -163,39 +168,30 @@ def _record_or_internal_error(engine, claim, result, started_at, settings):
 
 
 def _record(connection, claim, result, started_at, settings) -> _Recorded | None:
-    """Decide what comes next and record the attempt; a short retry rides a countdown only
-    while the cap has room. Text from the receiver is made storable first."""
-    decision = policy.decide(claim.attempt_number, result.status_code, settings.retry_delays)
+    """Decide the next step (policy.next_step) and record it. A short retry rides a
+    countdown only while the deployment's countdown budget has room. Text from the
+    receiver is made storable first."""
     now = utcnow()
-    wants_countdown = decision.outcome is policy.Outcome.RETRY and policy.rides_countdown(
-        decision.retry_after, settings.countdown_limit
+    rules = rules_of(settings)
+    step = policy.next_step(
+        claim.attempt_number, result.status_code, claim.event_type, rules,
+        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now))
+    done = record(
+        connection, claim, step=step, rules=rules, started_at=started_at, now=now,
+        duration_ms=result.duration_ms, status_code=result.status_code,
+        error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
     )
-    countdown_allowed = not wants_countdown or _budget(settings.countdown_max).take(connection, now)
-    record = attempts.record_attempt(
-        connection,
-        claim,
-        started_at=started_at,
-        duration_ms=result.duration_ms,
-        status_code=result.status_code,
-        error=storable_text(result.error, ERROR_TEXT_LIMIT),
-        excerpt=storable_text(result.excerpt),
-        decision=decision,
-        now=now,
-        countdown_limit=settings.countdown_limit,
-        pause_after=settings.pause_after,
-        countdown_allowed=countdown_allowed,
-    )
-    return None if record is None else _Recorded(result, decision, record)
+    return None if done is None else _Recorded(result, step, done)
 
 
 def _log_attempt(claim, recorded: _Recorded, settings) -> None:
     """One structured line per attempt: ids and outcome, never the secret or the body."""
-    result, decision = recorded.result, recorded.decision
+    result, step = recorded.result, recorded.step
     log.info(
         "delivery attempt %d of %s: %s",
         claim.attempt_number,
         claim.delivery_id,
-        decision.outcome.value,
+        step.outcome.value,
         extra={
             "delivery_id": claim.delivery_id,
             "event_id": claim.event_id,
@@ -203,25 +199,9 @@ def _log_attempt(claim, recorded: _Recorded, settings) -> None:
             "attempt": claim.attempt_number,
             "status_code": result.status_code,
             "error_kind": result.error_kind.value if result.error_kind else None,
-            "outcome": decision.outcome.value,
+            "outcome": step.outcome.value,
         },
     )
     if recorded.record.paused_subscription:
         log.warning("subscription %s paused after %d consecutive failures",
                     claim.subscription_id, settings.pause_after)
-
-
-def run_sweep(settings: Settings | None = None) -> int:
-    """Publish what the sweep finds (see store.sweep); returns how many messages it sent."""
-    settings = settings or get_settings()
-    with session_scope() as session:
-        found = store.sweep(
-            session,
-            utcnow(),
-            timeout=settings.timeout,
-            recover_after=settings.recover_after,
-            batch=settings.sweep_batch,
-            max_in_flight=settings.max_in_flight,
-        )
-    parked = dispatch(found)
-    return len(found) - parked

@@ -12,35 +12,25 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import event as sa_event
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from . import store
+from . import publisher
 from .catalogue import validate_data
 from .config import Settings, get_settings
 from .db import get_sessionmaker
-from . import publisher
 from .envelope import build_envelope, serialise
 from .errors import InvalidEvent, NotFound
-from .models import (
-    Account,
-    Delivery,
-    DeliveryStatus,
-    Event,
-    Subscription,
-    SubscriptionStatus,
-    new_id,
-    utcnow,
-)
+from .models import Account, Delivery, Event, Subscription, new_id, utcnow
+from .outbox import Dispatch, publish_after_commit
+from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
 
 __all__ = ["emit_event", "send_test", "EmittedEvent"]
 
 MAX_IDEMPOTENCY_KEY = 255
-_PENDING_KEY = "webhooks_pending_dispatch"
 
 
 @dataclass(frozen=True)
@@ -114,11 +104,12 @@ deliveries_table = Delivery.__table__
 subscriptions_table = Subscription.__table__
 
 # Prebuilt once: building statements per call cost more than running them.
-# Whether deliveries already wait for a free slot of the subscription (store.WAITING).
+# Whether deliveries already wait for a free slot of the subscription (states.waiting).
 _HAS_WAITING = (
     select(1)
     .select_from(deliveries_table)
-    .where(deliveries_table.c.subscription_id == subscriptions_table.c.id, *store.WAITING)
+    .where(deliveries_table.c.subscription_id == subscriptions_table.c.id,
+           waiting(deliveries_table))
     .exists()
 )
 _TARGETS = (
@@ -201,7 +192,7 @@ def _store(
     idempotency_key: str | None,
     targets: list[tuple[str, str, bool]],
     settings: Settings,
-) -> tuple[EmittedEvent, list[store.Dispatch]]:
+) -> tuple[EmittedEvent, list[Dispatch]]:
     values = dict(
         id=event_id, account_id=account_id, type=event_type, version=settings.version,
         idempotency_key=idempotency_key, body=body, created_at=created_at,
@@ -210,7 +201,7 @@ def _store(
         return _existing(connection, account_id, idempotency_key), []
     rows = []
     for subscription_id, status, has_waiting in targets:
-        unpausable = event_type == store.UNPAUSABLE_TYPE
+        unpausable = not held_by_pause(event_type)
         held = status == SubscriptionStatus.PAUSED.value and not unpausable
         # Deliveries already wait for a free slot of this subscription (its
         # endpoint is slow or hanging, attempts.py): this one queues behind
@@ -226,7 +217,7 @@ def _store(
     if rows:
         connection.execute(_INSERT_DELIVERIES, rows)
     dispatches = [
-        store.Dispatch(row["id"], 0) for row in rows
+        Dispatch(row["id"], 0) for row in rows
         if row["status"] == DeliveryStatus.PENDING.value and not row["parked"]
     ]
     emitted = EmittedEvent(event_id, event_type, created_at, tuple(row["id"] for row in rows))
@@ -247,22 +238,6 @@ def _emit(session, account_id, event_type, data, idempotency_key, settings, only
                   idempotency_key, targets, settings)
 
 
-def _dispatch_after_commit(session: Session, dispatches: list[store.Dispatch]) -> None:
-    """Publish when the caller's transaction commits; forget on rollback."""
-    pending = session.info.setdefault(_PENDING_KEY, [])
-    if not session.info.get(_PENDING_KEY + "_hooked"):
-        def after_commit(sess):
-            publisher.submit(sess.info.pop(_PENDING_KEY, []))
-
-        def after_rollback(sess):
-            sess.info.pop(_PENDING_KEY, None)
-
-        sa_event.listen(session, "after_commit", after_commit)
-        sa_event.listen(session, "after_rollback", after_rollback)
-        session.info[_PENDING_KEY + "_hooked"] = True
-    pending.extend(dispatches)
-
-
 def emit_event(account_id, event_type, data, *, idempotency_key=None, session=None) -> EmittedEvent:
     """Emit one event to every subscription of the account that wants its type.
 
@@ -276,7 +251,7 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
     if session is not None:
         emitted, dispatches = _emit(session, account_id, event_type, data, idempotency_key, settings)
         session.flush()
-        _dispatch_after_commit(session, dispatches)
+        publish_after_commit(session, dispatches)
         return emitted
     emitted, dispatches = _emit_in_own_transaction(
         account_id, event_type, data, idempotency_key, settings)
@@ -338,5 +313,5 @@ def send_test(session: Session, subscription: Subscription) -> EmittedEvent:
         only_subscription=(subscription.id, subscription.status, False),
     )
     session.flush()
-    _dispatch_after_commit(session, dispatches)
+    publish_after_commit(session, dispatches)
     return emitted

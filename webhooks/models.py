@@ -7,7 +7,6 @@ Ids are UUID strings so the same schema runs on PostgreSQL and SQLite.
 from __future__ import annotations
 
 import datetime as dt
-import enum
 import uuid
 
 from sqlalchemy import (
@@ -25,6 +24,8 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from .states import DeliveryStatus, SubscriptionStatus  # re-exported: the models' states
 
 __all__ = [
     "Base",
@@ -67,29 +68,6 @@ class UTCDateTime(TypeDecorator):
         if value is None:
             return None
         return value.replace(tzinfo=dt.timezone.utc)
-
-
-class SubscriptionStatus(str, enum.Enum):
-    ACTIVE = "active"
-    PAUSED = "paused"
-
-
-class DeliveryStatus(str, enum.Enum):
-    """States of a delivery. SENDING is internal: an attempt is in flight.
-
-    The API shows SENDING as ``pending`` (CONTRACT 5 lists the public states).
-    """
-
-    PENDING = "pending"
-    SENDING = "sending"
-    PAUSED = "paused"
-    DONE = "done"
-    FAILED = "failed"
-    DEAD = "dead"
-
-    @property
-    def public(self) -> str:
-        return "pending" if self is DeliveryStatus.SENDING else self.value
 
 
 class Base(DeclarativeBase):
@@ -160,6 +138,13 @@ class Delivery(Base):
             sqlite_where=text("status = 'sending'"),
         ),
         Index("ix_deliveries_subscription_status", "subscription_id", "status"),
+        # Each claim counts the account's attempts in flight (WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT).
+        Index(
+            "ix_deliveries_account_sending",
+            "account_id",
+            postgresql_where=text("status = 'sending'"),
+            sqlite_where=text("status = 'sending'"),
+        ),
         # Deliveries waiting for a free slot of their subscription (attempts.py), oldest first.
         Index(
             "ix_deliveries_waiting",

@@ -1,23 +1,29 @@
 """What happens after an attempt: pure functions, no I/O, no clock.
 
-The ladder is a tuple of seconds (``Settings.retry_delays``): after failed
-attempt *n* the next attempt waits ``ladder[n-1]`` seconds; a failure of the
-attempt after the ladder's last step makes the delivery dead (SPEC 3.1, 7, 8).
+:func:`next_step` is the one place a delivery's next step is decided: from
+the attempt's number and response, it gives the attempt's outcome, the
+delivery's next status, the wait before a retry and whether a countdown
+message or the database (the sweep) carries it, how the subscription's
+counter moves, and what the delivery becomes if this attempt pauses the
+subscription. :func:`pauses` is the pause rule, applied to the counter after
+it moved (atomically, in the database: record.py).
+
+The ladder is a tuple of seconds (``Rules.ladder``): after failed attempt *n*
+the next attempt waits ``ladder[n-1]`` seconds; a failure of the attempt after
+the ladder's last step makes the delivery dead (docs/api.md, "Statuses").
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Callable
+
+from .states import DeliveryStatus, held_by_pause
 
 __all__ = [
-    "Outcome",
-    "Decision",
-    "classify",
-    "decide",
-    "retry_delay",
-    "should_pause",
-    "rides_countdown",
+    "Outcome", "Wait", "Counter", "Rules", "Step", "classify", "retry_delay", "next_step",
+    "pauses",
 ]
 
 
@@ -36,21 +42,57 @@ class ResponseClass(str, enum.Enum):
     RETRYABLE = "retryable"
 
 
+class Wait(str, enum.Enum):
+    """What carries a retry to its time: nothing (no retry), a countdown message, the sweep."""
+
+    NONE = "none"
+    COUNTDOWN = "countdown"
+    PARKED = "parked"
+
+
+class Counter(str, enum.Enum):
+    """How the subscription's consecutive-failure counter moves."""
+
+    RESET = "reset"  # a 2xx sets it to 0
+    ADD_ONE = "add_one"  # every failed attempt counts (4xx, 429, 5xx, 3xx, no response)
+
+
 @dataclass(frozen=True)
-class Decision:
-    """The outcome of an attempt, and for RETRY the wait before the next one (seconds)."""
+class Rules:
+    """The policy's settings: the ladder (seconds), the longest wait that rides a countdown
+    (seconds), and the consecutive failures that pause a subscription."""
+
+    ladder: tuple[int, ...]
+    countdown_limit: int
+    pause_after: int
+
+
+@dataclass(frozen=True)
+class Step:
+    """Everything that follows one attempt.
+
+    ``status``: the delivery's status after it; ``retry_after``: seconds to the
+    next attempt (a retry only); ``wait``: what carries that retry; ``counter``:
+    how the subscription's counter moves; ``status_if_paused``: the delivery's
+    status when this attempt's failure pauses the subscription (a retry is
+    held ``paused``, except test.ping).
+    """
 
     outcome: Outcome
-    retry_after: int | None = None
+    status: str
+    retry_after: int | None
+    wait: Wait
+    counter: Counter
+    status_if_paused: str
 
     @property
     def is_failure(self) -> bool:
-        """True for every outcome that counts toward the pause rule (CONTRACT 7)."""
-        return self.outcome is not Outcome.SUCCESS
+        return self.counter is Counter.ADD_ONE
 
 
 def classify(status_code: int | None) -> ResponseClass:
-    """Classify a response by SPEC 7; ``None`` means no response (network error, time-out)."""
+    """Classify a response: 2xx success, 4xx but 429 permanent, anything else (``None``:
+    no response) retryable."""
     if status_code is not None and 200 <= status_code < 300:
         return ResponseClass.SUCCESS
     if status_code is not None and 400 <= status_code < 500 and status_code != 429:
@@ -67,29 +109,35 @@ def retry_delay(attempt_number: int, ladder: tuple[int, ...]) -> int | None:
     return ladder[attempt_number - 1]
 
 
-def decide(attempt_number: int, status_code: int | None, ladder: tuple[int, ...]) -> Decision:
-    """The decision after attempt ``attempt_number`` got ``status_code`` (None: no response)."""
-    response_class = classify(status_code)
-    if response_class is ResponseClass.SUCCESS:
-        return Decision(Outcome.SUCCESS)
-    if response_class is ResponseClass.PERMANENT:
-        return Decision(Outcome.PERMANENT_FAILURE)
-    delay = retry_delay(attempt_number, ladder)
-    if delay is None:
-        return Decision(Outcome.DEAD)
-    return Decision(Outcome.RETRY, delay)
+_FINAL = {
+    ResponseClass.SUCCESS: (Outcome.SUCCESS, DeliveryStatus.DONE, Counter.RESET),
+    ResponseClass.PERMANENT: (Outcome.PERMANENT_FAILURE, DeliveryStatus.FAILED, Counter.ADD_ONE),
+}
 
 
-def should_pause(consecutive_failures: int, pause_after: int) -> bool:
-    """True once the subscription's consecutive failed attempts reach the threshold."""
-    return consecutive_failures >= pause_after
+def next_step(attempt_number: int, status_code: int | None, event_type: str, rules: Rules,
+              countdown_room: Callable[[], bool] = lambda: True) -> Step:
+    """The step after attempt ``attempt_number`` got ``status_code`` (None: no response).
 
-
-def rides_countdown(wait_seconds: float, countdown_limit: int) -> bool:
-    """True when a wait is short enough to ride on the broker's countdown.
-
-    Longer waits are parked in the database and sent by the sweep: a worker
-    holds every countdown message in memory until it is due, and Redis
-    redelivers messages left unacknowledged past the visibility timeout.
+    ``countdown_room`` is asked only for a retry whose wait is short enough to
+    ride a countdown (``Rules.countdown_limit``); False (the deployment's
+    countdown budget is spent) parks it for the sweep instead.
     """
-    return wait_seconds <= countdown_limit
+    response_class = classify(status_code)
+    if response_class in _FINAL:
+        outcome, status, counter = _FINAL[response_class]
+        return Step(outcome, status.value, None, Wait.NONE, counter, status.value)
+    delay = retry_delay(attempt_number, rules.ladder)
+    if delay is None:
+        dead = DeliveryStatus.DEAD.value
+        return Step(Outcome.DEAD, dead, None, Wait.NONE, Counter.ADD_ONE, dead)
+    rides = delay <= rules.countdown_limit and countdown_room()
+    pending = DeliveryStatus.PENDING.value
+    held = DeliveryStatus.PAUSED.value if held_by_pause(event_type) else pending
+    return Step(Outcome.RETRY, pending, delay, Wait.COUNTDOWN if rides else Wait.PARKED,
+                Counter.ADD_ONE, held)
+
+
+def pauses(consecutive_failures: int, rules: Rules) -> bool:
+    """True once a subscription's consecutive failed attempts reach the threshold."""
+    return consecutive_failures >= rules.pause_after

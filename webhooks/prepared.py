@@ -8,24 +8,32 @@ has no prepared statements of its own, so a ``PreparedStatement`` sends
 connection's ``info``, which lives as long as that connection) and
 ``EXECUTE`` after that.
 
-Statements are written with ``:name`` parameters, as elsewhere; each
-parameter is declared with its SQL type, because PostgreSQL cannot infer
-the type of a parameter in a SELECT list. Timestamps go in and come out as
-aware UTC datetimes, as with ``models.UTCDateTime``.
+Statements are SQLAlchemy Core statements (:meth:`PreparedStatement.from_core`),
+the same objects that run as they are on SQLite, so each transition is
+written once. The PostgreSQL text, each parameter's SQL type (PostgreSQL
+cannot infer the type of a parameter in a SELECT list) and the name, which
+carries a hash of the text so that a changed statement is never confused
+with an older one prepared on a pooled connection, all come from compiling
+it. Timestamps go in and come out as aware UTC datetimes, as with
+``models.UTCDateTime``.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import re
 from typing import Any, Mapping, Sequence
 
+from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine import Connection, Row
+from sqlalchemy.sql import ClauseElement
 
 __all__ = ["PreparedStatement"]
 
 _PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _INFO_KEY = "webhooks_prepared"
+_POSTGRESQL = psycopg2.dialect(paramstyle="named")
 
 
 class PreparedStatement:
@@ -45,6 +53,26 @@ class PreparedStatement:
         self._text = _PARAMETER.sub(lambda m: f"${self._order.index(m.group(1)) + 1}", sql)
         self._timestamps = frozenset(timestamp_columns)
         self._execute = f"EXECUTE {name}({', '.join(['%s'] * len(self._order))})"
+
+    @classmethod
+    def from_core(cls, label: str, statement: ClauseElement,
+                  timestamp_columns: Sequence[str] = ()) -> "PreparedStatement":
+        """Prepare a Core statement as PostgreSQL compiles it.
+
+        Values the statement holds itself (``status == 'pending'``) are written
+        into the text as literals, as a hand-written statement would have them,
+        so that the planner can match partial indexes; ``bindparam``s without a
+        value are the parameters of each EXECUTE.
+        """
+        compiled = statement.compile(dialect=_POSTGRESQL)
+        fixed = {k: v for k, v in compiled.params.items() if v is not None}
+        sql = _PARAMETER.sub(
+            lambda m: _literal(fixed[m.group(1)]) if m.group(1) in fixed else m.group(0),
+            compiled.string)
+        types = {name: bind.type.compile(dialect=_POSTGRESQL)
+                 for bind, name in compiled.bind_names.items() if name not in fixed}
+        digest = hashlib.sha1(sql.encode()).hexdigest()[:10]
+        return cls(f"webhooks_{label}_{digest}", sql, list(types.items()), timestamp_columns)
 
     def execute(self, connection: Connection, values: Mapping[str, Any]) -> list[Row]:
         """Run the statement on ``connection`` (in its transaction) and return every row."""
@@ -69,6 +97,17 @@ class PreparedStatement:
         # PREPARE outlives the transaction it ran in (rolled back or not), so
         # remembering it now is right even if this transaction later fails.
         prepared.add(self.name)
+
+
+def _literal(value: Any) -> str:
+    """A constant of a statement as SQL text (only the service's own constants reach here)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    raise TypeError(f"no SQL literal for {value!r}")
 
 
 def _bind(value: Any) -> Any:

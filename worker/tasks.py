@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from sqlalchemy.exc import OperationalError
 
-from webhooks.delivery import run_attempt, run_sweep
+from webhooks.delivery import run_attempt
+from webhooks.sweep import run_sweep
 from webhooks.queue import DELIVER_TASK, SWEEP_TASK, celery_app
 
 __all__ = ["deliver", "sweep"]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks import attempts
+from webhooks.claim import claim as claim_attempt
 from webhooks.db import get_engine
 from webhooks.models import utcnow
-from webhooks.policy import Decision, Outcome
+from webhooks.policy import Rules, next_step
+from webhooks.record import record
 
 from .helpers import emit, make_subscription
 
@@ -23,7 +24,7 @@ def claimed(alice):
     make_subscription(alice.account_id)
     event_id, (delivery_id,) = emit(alice.account_id)
     with get_engine().begin() as connection:
-        claim = attempts.claim(connection, delivery_id, 0, utcnow())
+        claim = claim_attempt(connection, delivery_id, 0, utcnow())
     assert claim is not None
     return event_id, claim
 
@@ -36,11 +37,10 @@ def _record_between_reads(monkeypatch, claim):
 
     def attempts_after_a_record(ids):
         with get_engine().begin() as connection:
-            now = utcnow()
-            attempts.record_attempt(
-                connection, claim, started_at=now, duration_ms=3, status_code=200, error=None,
-                excerpt="ok", decision=Decision(Outcome.SUCCESS), now=now, countdown_limit=300,
-                pause_after=25)
+            now, rules = utcnow(), Rules((60,), 300, 25)
+            record(connection, claim, step=next_step(1, 200, claim.event_type, rules), rules=rules,
+                   started_at=now, now=now, duration_ms=3, status_code=200, error=None,
+                   excerpt="ok")
         return original(ids)
 
     monkeypatch.setattr(view, "_attempts_of", attempts_after_a_record)

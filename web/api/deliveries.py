@@ -12,6 +12,7 @@ from flask import Blueprint, Response, url_for
 from sqlalchemy import select
 
 from webhooks import publisher, store
+from webhooks.outbox import Dispatch
 from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
 
 from ..apidoc import documented
@@ -150,7 +151,7 @@ def replay(delivery_id: str) -> Response:
     if replayed.status == DeliveryStatus.PENDING.value:
         # Like emit_event: handed to the background publisher after the commit,
         # so the request never waits for the broker (a refused message is parked).
-        item = store.Dispatch(replayed.id, 0)
+        item = Dispatch(replayed.id, 0)
         after_commit(lambda: publisher.submit([item]))
     location = url_for(".get", delivery_id=replayed.id)
     return json_response(_ONE, delivery_resource(replayed, []), 202, {"Location": location})

@@ -7,6 +7,7 @@ import logging
 from flask import abort, flash, redirect, render_template, request, url_for
 
 from webhooks import publisher, store
+from webhooks.outbox import Dispatch
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.errors import Conflict
 from webhooks.models import Delivery, DeliveryStatus, utcnow
@@ -119,7 +120,7 @@ def replay_delivery(delivery_id: str):
         return redirect(url_for("dashboard.delivery", delivery_id=original.id))
     if replayed.status == DeliveryStatus.PENDING.value:
         # As the API does: handed to the background publisher after the commit.
-        item = store.Dispatch(replayed.id, 0)
+        item = Dispatch(replayed.id, 0)
         after_commit(lambda: publisher.submit([item]))
         flash("Replay sent as a new delivery.", "success")
     else:

@@ -1,0 +1,189 @@
+"""The first hot transition of every attempt: claim it, and load what it needs.
+
+One conditional UPDATE takes a pending, due delivery whose attempt count is
+the one the broker message expects: a stale or duplicate message claims
+nothing. The statement is written once, in SQLAlchemy Core. On PostgreSQL it
+also joins the event and the subscription (UPDATE … FROM … RETURNING) and is
+prepared once per connection (prepared.py); SQLite cannot return columns of
+joined tables, so it loads them with a second statement.
+
+The claim also keeps the limits on attempts in flight (:class:`Caps`); a
+delivery turned away by one waits for a free slot (``states.waiting``)
+without a broker message, and a finished attempt or the sweep releases it
+(record.py, sweep.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import Integer, and_, bindparam, case, false, func, or_, select, update
+from sqlalchemy.engine import Connection
+
+from .config import Settings
+from .models import Delivery, Event, Subscription
+from .prepared import PreparedStatement
+from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
+
+__all__ = ["Claim", "Caps", "claim", "wait_for_slot", "EARLY_SLACK"]
+
+PENDING, SENDING = DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value
+# A countdown message may arrive a little before next_attempt_at (clock rounding).
+EARLY_SLACK = dt.timedelta(seconds=1)
+
+deliveries, events, subscriptions = Delivery.__table__, Event.__table__, Subscription.__table__
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Everything one attempt needs, loaded when the attempt is claimed."""
+
+    delivery_id: str
+    attempt_number: int
+    event_id: str
+    event_type: str
+    subscription_id: str
+    url: str
+    secret: str
+    body: bytes
+    version: str
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Attempts that may be in flight at once (0: no limit): per subscription, for test.ping
+    per subscription (apart from the others), and per account across its subscriptions."""
+
+    subscription: int = 0
+    test: int = 0
+    account: int = 0
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Caps":
+        return cls(settings.max_in_flight, settings.test_max_in_flight,
+                   settings.account_max_in_flight)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.subscription or self.test or self.account)
+
+
+def _sending(*where):
+    """How many attempts matching ``where`` are in flight."""
+    flying = deliveries.alias("flying")
+    conditions = [condition(flying) for condition in where]
+    return (select(func.count()).select_from(flying)
+            .where(flying.c.status == SENDING, *conditions).scalar_subquery())
+
+
+def _under(cap: str, count) -> object:
+    limit = bindparam(cap, type_=Integer)
+    return or_(limit == 0, count < limit)
+
+
+_SAME_SUBSCRIPTION = lambda f: f.c.subscription_id == deliveries.c.subscription_id  # noqa: E731
+_UNDER_CAPS = and_(
+    case(
+        (deliveries.c.event_type == UNPAUSABLE_TYPE,
+         _under("test_cap", _sending(_SAME_SUBSCRIPTION,
+                                     lambda f: f.c.event_type == UNPAUSABLE_TYPE))),
+        else_=_under("cap", _sending(_SAME_SUBSCRIPTION)),
+    ),
+    _under("account_cap", _sending(lambda f: f.c.account_id == deliveries.c.account_id)),
+)
+_CLAIMABLE = (
+    deliveries.c.status == PENDING,
+    deliveries.c.attempt_count == bindparam("count"),
+    or_(deliveries.c.next_attempt_at.is_(None), deliveries.c.next_attempt_at <= bindparam("due")),
+)
+_TAKE = (
+    update(deliveries)
+    .where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _UNDER_CAPS)
+    .values(status=SENDING, attempt_count=deliveries.c.attempt_count + 1,
+            claimed_at=bindparam("now"), parked=false(), updated_at=bindparam("now"))
+)
+_LOADED = (events.c.body, events.c.version, subscriptions.c.url, subscriptions.c.secret,
+           subscriptions.c.status, subscriptions.c.deleted_at)
+_TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type)
+
+_CLAIM_PG = PreparedStatement.from_core("claim", _TAKE.where(
+    events.c.id == deliveries.c.event_id, subscriptions.c.id == deliveries.c.subscription_id,
+).returning(*_TAKEN, *_LOADED))
+_CLAIM_PORTABLE = _TAKE.returning(*_TAKEN)
+_LOAD_PORTABLE = (select(*_LOADED)
+                  .select_from(events.join(subscriptions, subscriptions.c.id == bindparam("sub")))
+                  .where(events.c.id == bindparam("event")))
+
+# Claims of one account take turns while a cap applies: under READ COMMITTED
+# two concurrent claims would each count the attempts in flight without the
+# other's, so N threads could overshoot a cap by N - 1. The lock is held until
+# the claim commits and taken in its own statement, so that the claim's
+# snapshot, taken after it, sees every claim committed before. (SQLite's
+# BEGIN IMMEDIATE already serialises writers.)
+_TURN_PG = PreparedStatement.from_core("claim_turn", select(
+    func.pg_advisory_xact_lock(func.hashtextextended(deliveries.c.account_id, 7403))
+).where(deliveries.c.id == bindparam("d_id")))
+
+
+def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime,
+          caps: Caps = Caps()) -> Claim | None:
+    """Claim the next attempt of a pending, due delivery; None if it is not ours to send.
+
+    A claim for a paused (or deleted) subscription is given back at once and
+    the delivery held as ``paused`` (or ended ``failed``). A delivery over one
+    of ``caps`` waits for a free slot instead (:func:`wait_for_slot`).
+    """
+    params = {"d_id": delivery_id, "count": attempt_count, "now": now, "due": now + EARLY_SLACK,
+              "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account}
+    if connection.dialect.name == "postgresql":
+        if caps.any:
+            _TURN_PG.execute(connection, {"d_id": delivery_id})
+        rows = _CLAIM_PG.execute(connection, params)
+        row = rows[0] if rows else None
+    else:
+        row = _claim_portable(connection, params)
+    if row is None:
+        if caps.any:
+            wait_for_slot(connection, delivery_id, attempt_count, now)
+        return None
+    subscription_id, event_id, event_type, body, version, url, secret, status, deleted_at = row
+    if deleted_at is not None:
+        _give_back(connection, delivery_id, DeliveryStatus.FAILED.value, now)
+        return None
+    if status == SubscriptionStatus.PAUSED.value and held_by_pause(event_type):
+        _give_back(connection, delivery_id, DeliveryStatus.PAUSED.value, now)
+        return None
+    return Claim(delivery_id, attempt_count + 1, event_id, event_type, subscription_id, url,
+                 secret, bytes(body), version)
+
+
+def _claim_portable(connection: Connection, params: dict):
+    taken = connection.execute(_CLAIM_PORTABLE, params).first()
+    if taken is None:
+        return None
+    loaded = connection.execute(
+        _LOAD_PORTABLE, {"sub": taken.subscription_id, "event": taken.event_id}).one()
+    return (*taken, *loaded)
+
+
+def _give_back(connection: Connection, delivery_id: str, status: str, now: dt.datetime) -> None:
+    """Give back a claim without an attempt: the attempt count is restored, nothing recorded."""
+    connection.execute(
+        update(deliveries)
+        .where(deliveries.c.id == delivery_id, deliveries.c.status == SENDING)
+        .values(status=status, attempt_count=deliveries.c.attempt_count - 1, claimed_at=None,
+                updated_at=now)
+    )
+
+
+def wait_for_slot(connection: Connection, delivery_id: str, attempt_count: int,
+                  now: dt.datetime) -> bool:
+    """Make a delivery the caps turned away wait for a free slot; False if it was not
+    claimable (a stale or duplicate message changes nothing)."""
+    moved = connection.execute(
+        update(deliveries).where(deliveries.c.id == delivery_id, *_CLAIMABLE)
+        .values(parked=True, next_attempt_at=None, updated_at=now),
+        {"count": attempt_count, "due": now + EARLY_SLACK},
+    )
+    return moved.rowcount == 1

@@ -1,0 +1,187 @@
+"""The second hot transition of every attempt: record how it ended, and move on.
+
+Four steps, each written once in SQLAlchemy Core: move the delivery to the
+status policy.next_step chose, insert the attempt, move the subscription's
+counter (+1 for a failure, 0 for a success), and release the oldest
+delivery of the subscription waiting for the slot this attempt frees. Each
+applies only if the delivery was still ours (sending, this attempt number),
+so a record after the sweep took the claim back changes nothing.
+
+On PostgreSQL the four run as one prepared statement of data-modifying CTEs
+(one round trip, prepared once per connection); SQLite cannot chain them, so
+it runs the same statements one by one. If the counter reaches the pause
+threshold (policy.pauses), the subscription is paused and its pending
+deliveries held, in the same transaction.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import Integer, Text, bindparam, exists, false, func, insert, null, select, update
+from sqlalchemy.engine import Connection
+
+from . import policy
+from .claim import Claim
+from .models import Attempt, Delivery, Subscription, UTCDateTime
+from .outbox import Dispatch
+from .prepared import PreparedStatement
+from .states import DeliveryStatus, waiting
+from .store import hold_pending, pause_subscription
+
+__all__ = ["Recorded", "record", "release_waiting"]
+
+deliveries, subscriptions, attempts = Delivery.__table__, Subscription.__table__, Attempt.__table__
+SENDING = DeliveryStatus.SENDING.value
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What recording an attempt led to: the delivery's status and what to publish."""
+
+    status: str
+    dispatch: Dispatch | None  # the retry's countdown message
+    paused_subscription: bool
+    released: tuple[Dispatch, ...] = ()  # deliveries that waited for the slot this attempt frees
+
+
+# ---------------------------------------------------------------- the four steps
+
+_MOVE = (
+    update(deliveries)
+    .where(deliveries.c.id == bindparam("d_id"), deliveries.c.status == SENDING,
+           deliveries.c.attempt_count == bindparam("n"))
+    .values(status=bindparam("new_status"), next_attempt_at=bindparam("next_at", type_=UTCDateTime),
+            parked=bindparam("park"), claimed_at=null(), updated_at=bindparam("now"))
+)
+# Parameters are named apart from every column: on SQLite, a parameter named
+# like a column of an UPDATE would be taken as a value to SET.
+_ATTEMPT = {
+    "number": bindparam("n", type_=Integer),
+    "started_at": bindparam("t_started", type_=UTCDateTime),
+    "duration_ms": bindparam("t_duration", type_=Integer),
+    "status_code": bindparam("code", type_=Integer),
+    "error": bindparam("err", type_=Text),
+    "outcome": bindparam("result", type_=Text),
+    "response_excerpt": bindparam("excerpt", type_=Text),
+}
+_THIS_SUBSCRIPTION = subscriptions.c.id == bindparam("sub_id")
+_COUNT_FAILURE = (update(subscriptions).where(_THIS_SUBSCRIPTION)
+                  .values(consecutive_failures=subscriptions.c.consecutive_failures + 1))
+# A success writes the subscription's row only if there is a failure to forget.
+_COUNT_SUCCESS = (update(subscriptions)
+                  .where(_THIS_SUBSCRIPTION, subscriptions.c.consecutive_failures != 0)
+                  .values(consecutive_failures=0))
+
+
+def _release(limit=1, locking: bool = True):
+    """Make the oldest ``limit`` deliveries waiting for a slot of the subscription due now."""
+    w = deliveries.alias("w")
+    oldest = (select(w.c.id)
+              .where(w.c.subscription_id == bindparam("sub_id"), waiting(w))
+              .order_by(w.c.created_at, w.c.id).limit(limit))
+    if locking:
+        oldest = oldest.with_for_update(skip_locked=True)
+    # No second test of "waiting" here: the subquery locks the rows it picks
+    # (FOR UPDATE re-checks them), and a second test let the planner run it
+    # once per waiting row, releasing more than ``limit``.
+    return (update(deliveries)
+            .where(deliveries.c.id.in_(oldest))
+            .values(parked=false(), next_attempt_at=bindparam("now"), updated_at=bindparam("now"))
+            .returning(deliveries.c.id, deliveries.c.attempt_count))
+
+
+# ---------------------------------------------------------------- PostgreSQL: one statement
+
+
+def _one_statement(count):
+    """The four steps as data-modifying CTEs; each later one only if the move happened."""
+    moved = _MOVE.returning(deliveries.c.id).cte("moved")
+    ours = exists(select(moved.c.id))
+    recorded = (insert(attempts)
+                .from_select(["delivery_id", *_ATTEMPT], select(moved.c.id, *_ATTEMPT.values()))
+                .returning(attempts.c.delivery_id).cte("recorded"))
+    counted = count.where(ours).returning(subscriptions.c.consecutive_failures).cte("counted")
+    released = _release().where(ours).cte("released")
+    return select(
+        select(func.count()).select_from(moved).scalar_subquery().label("moved"),
+        select(func.count()).select_from(recorded).scalar_subquery().label("recorded"),
+        select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
+        select(released.c.id).scalar_subquery().label("released_id"),
+        select(released.c.attempt_count).scalar_subquery().label("released_count"),
+    )
+
+
+_RECORD_FAILURE_PG = PreparedStatement.from_core("record_failure", _one_statement(_COUNT_FAILURE))
+_RECORD_SUCCESS_PG = PreparedStatement.from_core("record_success", _one_statement(_COUNT_SUCCESS))
+
+
+def _record_postgresql(connection: Connection, params: dict, is_failure: bool):
+    statement = _RECORD_FAILURE_PG if is_failure else _RECORD_SUCCESS_PG
+    ((moved, _, failures, released_id, released_count),) = statement.execute(connection, params)
+    if not moved:
+        return None
+    return failures, [Dispatch(released_id, released_count)] if released_id else []
+
+
+# ---------------------------------------------------------------- SQLite: step by step
+
+
+def _record_portable(connection: Connection, params: dict, is_failure: bool):
+    if connection.execute(_MOVE, params).rowcount != 1:
+        return None
+    connection.execute(insert(attempts).values(delivery_id=bindparam("d_id"), **_ATTEMPT), params)
+    if is_failure:
+        failures = connection.execute(
+            _COUNT_FAILURE.returning(subscriptions.c.consecutive_failures), params).scalar_one()
+    else:
+        connection.execute(_COUNT_SUCCESS, params)
+        failures = None
+    released = connection.execute(_release(locking=False), params).all()
+    return failures, [Dispatch(delivery_id, count) for delivery_id, count in released]
+
+
+# ---------------------------------------------------------------- the transition
+
+
+def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: policy.Rules,
+           started_at: dt.datetime, now: dt.datetime, duration_ms: int, status_code: int | None,
+           error: str | None, excerpt: str | None) -> Recorded | None:
+    """Record a finished attempt and carry out ``step``; None if the claim was taken back.
+
+    A retry that rides a countdown comes back as a Dispatch with that
+    countdown, for the caller to publish after commit.
+    """
+    params = dict(
+        d_id=claim.delivery_id, n=claim.attempt_number, new_status=step.status,
+        next_at=None if step.retry_after is None else now + dt.timedelta(seconds=step.retry_after),
+        park=step.wait is policy.Wait.PARKED, now=now, t_started=started_at,
+        t_duration=duration_ms, code=status_code, err=error, result=step.outcome.value,
+        excerpt=excerpt, sub_id=claim.subscription_id,
+    )
+    run = _record_postgresql if connection.dialect.name == "postgresql" else _record_portable
+    moved = run(connection, params, step.is_failure)
+    if moved is None:
+        return None
+    failures, released = moved
+    status = step.status
+    dispatch = (Dispatch(claim.delivery_id, claim.attempt_number, step.retry_after)
+                if step.wait is policy.Wait.COUNTDOWN else None)
+    paused_now = (failures is not None and policy.pauses(failures, rules)
+                  and pause_subscription(connection, claim.subscription_id, now))
+    if paused_now:
+        # The released delivery is held with the others; resume sends it.
+        hold_pending(connection, claim.subscription_id, now)
+        released = []
+        if step.status_if_paused != status:
+            status, dispatch = step.status_if_paused, None
+    return Recorded(status, dispatch, paused_now, tuple(released))
+
+
+def release_waiting(connection: Connection, subscription_id: str, now: dt.datetime,
+                    limit: int = 1) -> list[Dispatch]:
+    """Make the oldest ``limit`` deliveries waiting for a slot of the subscription due now."""
+    locking = connection.dialect.name == "postgresql"
+    rows = connection.execute(_release(limit, locking), {"sub_id": subscription_id, "now": now}).all()
+    return [Dispatch(delivery_id, count) for delivery_id, count in rows]
