@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test install
+.PHONY: run test test-fast install
 
 $(BIN)/.installed: setup.cfg setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed, found " + sys.version.split()[0] + ": run make PYTHON=python3.11 ...")'
@@ -26,3 +26,7 @@ run: $(BIN)/.installed
 ## Two pytest-xdist workers, each with its own test database and Redis db: most tests wait on I/O.
 test: $(BIN)/.installed
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+## test-fast: the tier that needs no server (SQLite, fake senders, local sockets); seconds.
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -n 2 --tier fast -q

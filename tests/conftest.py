@@ -20,6 +20,34 @@ from tests.support.receiver import Receiver  # noqa: E402
 
 TABLES = "attempts, deliveries, events, subscriptions, accounts"
 
+# The tiers (README, "Tests"): `--tier fast` keeps the tests that need no server:
+# no PostgreSQL, no Redis, no worker process. They run on SQLite and local sockets.
+SERVER_FIXTURES = {"postgres", "redis_broker", "workers"}
+SERVER_MARKERS = {"integration", "fault", "soak", "schemathesis", "database"}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--tier", choices=("fast", "all"), default="all",
+                     help="fast: only the tests that need no PostgreSQL, Redis or worker")
+
+
+def _needs_a_server(item) -> bool:
+    if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    if any(item.get_closest_marker(name) for name in SERVER_MARKERS):
+        return True
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("any_db") == "postgresql"
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--tier") != "fast":
+        return
+    dropped = [item for item in items if _needs_a_server(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if not _needs_a_server(item)]
+
 
 @pytest.fixture(scope="session")
 def postgres():
@@ -43,14 +71,33 @@ def db(postgres, monkeypatch):
     yield postgres
 
 
-@pytest.fixture
-def sqlite_db(tmp_path, monkeypatch):
-    """A fresh migrated SQLite file for one test; settings point at it."""
-    url = f"sqlite:///{tmp_path / 'webhooks.db'}"
-    _use_database(monkeypatch, url)
+@pytest.fixture(scope="session")
+def _migrated_sqlite(tmp_path_factory):
+    """A SQLite file migrated once per run; each test gets a copy (migrating takes 0.3 s)."""
     from webhooks.migrate import upgrade
 
+    from webhooks.db import get_engine
+
+    path = tmp_path_factory.mktemp("sqlite-template") / "webhooks.db"
+    url = f"sqlite:///{path}"
     upgrade(url)
+    get_engine(url).dispose()
+    import sqlite3
+
+    with sqlite3.connect(path) as connection:  # everything in the main file, none in the WAL
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return path
+
+
+@pytest.fixture
+def sqlite_db(tmp_path, monkeypatch, _migrated_sqlite):
+    """A fresh migrated SQLite file for one test; settings point at it."""
+    import shutil
+
+    path = tmp_path / "webhooks.db"
+    shutil.copyfile(_migrated_sqlite, path)
+    url = f"sqlite:///{path}"
+    _use_database(monkeypatch, url)
     yield url
 
 

@@ -83,3 +83,28 @@ def test_the_in_flight_cap_defaults_to_10_and_0_turns_it_off(tmp_path):
     assert load_settings({"WEBHOOKS_DATA_DIR": str(tmp_path)}).max_in_flight == 10
     assert load_settings({"WEBHOOKS_MAX_IN_FLIGHT": "3"}).max_in_flight == 3
     assert load_settings({"WEBHOOKS_MAX_IN_FLIGHT": "0"}).max_in_flight == 0
+
+
+def test_ca_bundle_defaults_to_certifi_and_names_a_pem_file(tmp_path):
+    assert load_settings({}).ca_bundle is None  # the sender then trusts certifi's bundle
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    assert load_settings({"WEBHOOKS_CA_BUNDLE": str(pem)}).ca_bundle == str(pem)
+
+
+@pytest.mark.parametrize("content", [None, "not a certificate"])
+def test_a_ca_bundle_that_is_missing_or_not_pem_names_the_variable(tmp_path, content):
+    path = tmp_path / "ca.pem"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ConfigError, match="WEBHOOKS_CA_BUNDLE"):
+        load_settings({"WEBHOOKS_CA_BUNDLE": str(path)})
+
+
+def test_in_flight_caps_for_test_pings_and_accounts():
+    defaults = load_settings({})
+    assert (defaults.test_max_in_flight, defaults.account_max_in_flight) == (2, 20)
+    chosen = load_settings({"WEBHOOKS_TEST_MAX_IN_FLIGHT": "0", "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "5"})
+    assert (chosen.test_max_in_flight, chosen.account_max_in_flight) == (0, 5)
+    with pytest.raises(ConfigError, match="WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT"):
+        load_settings({"WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "-1"})
