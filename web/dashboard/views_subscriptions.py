@@ -12,9 +12,11 @@ from markupsafe import Markup
 from webhooks import queue, store
 from webhooks.accounts import new_signing_secret
 from webhooks.emit import send_test
+from webhooks.errors import Conflict
 from webhooks.models import Subscription, utcnow
 
 from ..errors import ApiError
+from ..ratelimit import check_send_test
 from ..targets import check_target_allowed
 from ..transaction import after_commit, db_session
 from . import queries
@@ -58,14 +60,20 @@ def subscriptions():
 def new_subscription():
     form = SubscriptionForm()
     if form.validate_on_submit() and not _target_refused(form):
-        subscription = store.create_subscription(
-            db_session(),
-            current_account().id,
-            form.url.data,
-            event_types=form.chosen_event_types(),
-            description=form.chosen_description(),
-            now=utcnow(),
-        )
+        try:
+            subscription = store.create_subscription(
+                db_session(),
+                current_account().id,
+                form.url.data,
+                event_types=form.chosen_event_types(),
+                description=form.chosen_description(),
+                now=utcnow(),
+            )
+        except Conflict as refused:  # WEBHOOKS_MAX_SUBSCRIPTIONS reached
+            flash(f"Subscription not created: {refused}.", "error")
+            return render_template(
+                "dashboard/subscription_form.html", form=form, subscription=None
+            ), 409
         log.info("subscription created in the dashboard", extra=_ids(subscription))
         flash("Subscription created. Its signing secret is shown below: give it to your "
               "endpoint so it can verify every delivery.", "success")
@@ -135,6 +143,11 @@ def edit_subscription(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/test")
 def send_test_event(subscription_id: str):
     subscription = _own(subscription_id)
+    try:
+        check_send_test(subscription.account_id, subscription.id)
+    except ApiError as refused:
+        flash(f"Test event not sent: {refused.message}", "error")
+        return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
     # Published by send_test when the request's transaction commits.
     emitted = send_test(db_session(), subscription)
     delivery_id = emitted.delivery_ids[0]
