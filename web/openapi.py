@@ -43,7 +43,8 @@ account's id answers 404 exactly like a missing one.
 statuses listed per operation, any route answers 405 `method_not_allowed` (with `Allow`) to a
 method it does not support, and an unknown path answers 404 `not_found`.
 
-**Pagination** (`GET /deliveries`): newest first; pass `next_cursor` back as `cursor`.
+**Pagination** (`GET /deliveries`, `GET /subscriptions`): newest first; pass `next_cursor`
+back as `cursor`.
 
 **Rate limits**: every route answers 429 `rate_limited` with `Retry-After` (whole seconds)
 when its caller is over its limit: the account of the API key, or the address on a route

@@ -18,12 +18,14 @@ from webhooks.models import Subscription, utcnow
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
 from ..errors import ApiError
-from ..params import canonical_id, load_body, require_known_event_types
+from ..pagination import keyset_page
+from ..params import canonical_id, load_body, load_query, require_known_event_types
 from ..ratelimit import check_send_test
 from ..responses import json_response
 from ..schemas import (
     SubscriptionCreateSchema,
     SubscriptionListSchema,
+    SubscriptionQuerySchema,
     SubscriptionSchema,
     SubscriptionUpdateSchema,
     SubscriptionWithSecretSchema,
@@ -95,19 +97,22 @@ def create() -> Response:
 @bp.get("")
 @documented(
     "List subscriptions",
-    description="The caller's subscriptions, newest first, without their secrets.",
-    responses={200: ("The subscriptions", SubscriptionListSchema)},
+    description="The caller's subscriptions, newest first by (created_at, id), without their "
+    "secrets. Pass `next_cursor` as `cursor` for the next page; it is null on the last page.",
+    query=SubscriptionQuerySchema,
+    responses={200: ("A page of subscriptions", SubscriptionListSchema)},
+    errors={400: "`invalid_cursor`: the cursor is not one this API gave out"},
 )
 def list_all() -> Response:
-    rows = db_session().scalars(
-        select(Subscription)
-        .where(
-            Subscription.account_id == current_account_id(),
-            Subscription.deleted_at.is_(None),
-        )
-        .order_by(Subscription.created_at.desc(), Subscription.id.desc())
-    ).all()
-    return json_response(_LIST, {"data": rows})
+    query = load_query(SubscriptionQuerySchema())
+    statement = select(Subscription).where(
+        Subscription.account_id == current_account_id(),
+        Subscription.deleted_at.is_(None),
+    )
+    page, next_cursor = keyset_page(
+        db_session(), statement, Subscription, query.get("cursor"), query["limit"]
+    )
+    return json_response(_LIST, {"data": page, "next_cursor": next_cursor})
 
 
 @bp.get("/<subscription_id>")

@@ -13,7 +13,7 @@ from webhooks import queue, store
 from webhooks.accounts import new_signing_secret
 from webhooks.emit import send_test
 from webhooks.errors import Conflict
-from webhooks.models import Subscription, utcnow
+from webhooks.models import Subscription, SubscriptionStatus, utcnow
 
 from ..errors import ApiError
 from ..ratelimit import check_send_test
@@ -27,6 +27,8 @@ from .views_overview import HOURS, hourly_chart
 log = logging.getLogger("web.dashboard")
 
 RECENT_DELIVERIES = 20
+PAGE_SIZE = 50
+SUBSCRIPTION_STATUSES = tuple(status.value for status in SubscriptionStatus)
 
 
 def _own(subscription_id: str) -> Subscription:
@@ -52,8 +54,25 @@ def _target_refused(form: SubscriptionForm) -> bool:
 
 @bp.get("/subscriptions")
 def subscriptions():
-    rows = queries.subscriptions_of(db_session(), current_account().id)
-    return render_template("dashboard/subscriptions.html", subscriptions=rows)
+    session = db_session()
+    account_id = current_account().id
+    status = request.args.get("status") or None
+    status = status if status in SUBSCRIPTION_STATUSES else None
+    cursor = request.args.get("cursor") or None
+    try:
+        rows, next_cursor = queries.subscription_page(session, account_id, status, cursor, PAGE_SIZE)
+    except ApiError:  # a cursor that is not ours: start from the newest again
+        cursor = None
+        rows, next_cursor = queries.subscription_page(session, account_id, status, None, PAGE_SIZE)
+    return render_template(
+        "dashboard/subscriptions.html",
+        subscriptions=rows,
+        status=status,
+        statuses=SUBSCRIPTION_STATUSES,
+        paused=queries.paused_count(session, account_id),
+        next_cursor=next_cursor,
+        first_page=cursor is None,
+    )
 
 
 @bp.route("/subscriptions/new", methods=["GET", "POST"])
