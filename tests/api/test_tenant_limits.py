@@ -29,11 +29,11 @@ def make_app(db, redis_broker, monkeypatch):
     """``make_app(**env)``: a new app (one more web process) with these WEBHOOKS_* variables."""
     from web import create_app
 
-    def make(**env):
+    def make(config: dict | None = None, **env):
         for name, value in env.items():
             monkeypatch.setenv(f"WEBHOOKS_{name}", value)
         reset_settings_cache()
-        return create_app({"TESTING": True})
+        return create_app({"TESTING": True, **(config or {})})
 
     return make
 
@@ -122,6 +122,21 @@ def test_probes_and_scrapes_are_never_limited(make_app):
 def test_the_limit_can_be_turned_off(make_app, value):
     client = make_app(API_RATE_LIMIT=value).test_client()
     assert set(statuses(client, EVENT_TYPES, 120)) == {200}
+
+
+def test_the_app_config_can_turn_every_limit_off(make_app):
+    """RATELIMIT_ENABLED = False (Flask-Limiter's setting), for tests that are about
+    something else and send fast."""
+    app = make_app({"RATELIMIT_ENABLED": False}, API_RATE_LIMIT="1 per minute",
+                   TEST_RATE_LIMIT="1 per minute")
+    client = app.test_client()
+    alice = new_caller("alice")
+    subscription_id = make_subscription(alice.account_id)
+    assert statuses(client, SUBSCRIPTIONS, 3, headers=alice.headers) == [200] * 3
+    for _ in range(2):
+        sent = client.post(f"{SUBSCRIPTIONS}/{subscription_id}/test", headers=alice.headers)
+        assert sent.status_code == 202
+    settle_publisher()
 
 
 def test_an_unreachable_storage_lets_requests_through(make_app):
