@@ -6,7 +6,7 @@ error it answers beyond the ones every route of its kind can answer. The
 error responses that follow from the route's shape are added by
 :func:`error_responses`, so they cannot be forgotten: 400 for a body or a
 query string, 401 for a route that needs a key, 404 for a route with an id,
-413 for a body, 500 for every route.
+413 for a body, 429 and 500 for every route.
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ def error_responses(doc: ApiDoc, has_path_id: bool) -> dict[int, str]:
         add(401, "`unauthorized`: no API key, or not a valid one")
     if has_path_id:
         add(404, "`not_found`: no such object among the caller's own")
+    add(429, "`rate_limited`: over WEBHOOKS_API_RATE_LIMIT (by default 100 per second) "
+             "for this API key's account, or for this address on a route without a key")
     for status, text in doc.errors.items():
         add(status, text)
     add(500, "`internal_error`: an unexpected failure; no details are given")

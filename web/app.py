@@ -7,9 +7,11 @@ from flask import Flask
 from webhooks.config import get_settings
 from webhooks.logs import configure_logging
 
-from . import health, metrics, transaction
+from . import health, metrics, ratelimit, transaction
 from .api import register_api
+from .dashboard import bp as dashboard_bp
 from .dashboard import register_dashboard
+from .dashboard.blueprint import signed_in_account_id
 from .errors import register_error_handlers
 
 __all__ = ["create_app"]
@@ -31,6 +33,11 @@ def create_app(config: dict | None = None) -> Flask:
     # Answer keys in the order the schemas declare them (id first, envelope in SPEC order).
     app.json.sort_keys = False
     transaction.init_app(app)
+    # Per-tenant request limits (429 over them); probes and scrapes are never limited.
+    ratelimit.init_app(
+        app, settings, exempt=(health.bp, metrics.bp),
+        signed_in={dashboard_bp.name: signed_in_account_id},
+    )
     register_error_handlers(app)
     register_api(app)
     # Operations and the dashboard (CONTRACT 5b): /healthz, /metrics, /dashboard/,

@@ -15,7 +15,7 @@ from webhooks.accounts import account_for_key
 from .errors import ApiError
 from .transaction import db_session
 
-__all__ = ["authenticate", "current_account_id"]
+__all__ = ["authenticate", "current_account_id", "key_account_id"]
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="webhooks"'}
 
@@ -24,8 +24,8 @@ def _unauthorized(message: str) -> ApiError:
     return ApiError(401, "unauthorized", message, _CHALLENGE)
 
 
-def authenticate() -> None:
-    """Resolve the request's API key to its account, or answer 401."""
+def _api_key() -> str:
+    """The key of the request's ``Authorization: Bearer`` header; 401 if missing or malformed."""
     header = request.headers.get("Authorization", "").strip()
     if not header:
         raise _unauthorized("An API key is required: send 'Authorization: Bearer <api_key>'.")
@@ -33,10 +33,31 @@ def authenticate() -> None:
     api_key = api_key.strip()
     if scheme.lower() != "bearer" or not api_key:
         raise _unauthorized("The Authorization header must have the form 'Bearer <api_key>'.")
-    account = account_for_key(db_session(), api_key)
-    if account is None:
+    return api_key
+
+
+def key_account_id() -> str | None:
+    """The id of the account whose valid API key this request carries, else None.
+
+    Looked up once per request: the rate limiter (web/ratelimit.py) asks
+    before :func:`authenticate` runs, and both get the same answer.
+    """
+    if "key_account_id" not in g:
+        try:
+            account = account_for_key(db_session(), _api_key())
+        except ApiError:
+            account = None
+        g.key_account_id = account.id if account is not None else None
+    return g.key_account_id
+
+
+def authenticate() -> None:
+    """Resolve the request's API key to its account, or answer 401."""
+    _api_key()  # a missing or malformed header gets its own message
+    account_id = key_account_id()
+    if account_id is None:
         raise _unauthorized("The API key is not valid.")
-    g.account_id = account.id
+    g.account_id = account_id
 
 
 def current_account_id() -> str:

@@ -9,14 +9,20 @@ so a client never sees HTML or a stack trace. The codes are listed in
 
 from __future__ import annotations
 
+import math
 import re
+import time
 
 from flask import Flask, Response, current_app, jsonify
+from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
 from webhooks.errors import Conflict, InvalidEvent, NotFound
 
-__all__ = ["ApiError", "error_response", "register_error_handlers"]
+__all__ = [
+    "ApiError", "error_response", "register_error_handlers", "too_many_requests",
+    "rate_limit_exceeded",
+]
 
 
 class ApiError(Exception):
@@ -39,6 +45,31 @@ def error_response(status: int, code: str, message: str, headers=None) -> Respon
     return response
 
 
+def too_many_requests(reset_at: float, what: str) -> ApiError:
+    """429 ``rate_limited`` with ``Retry-After``: the whole seconds until ``reset_at``
+    (a ``time.time()`` value), at least 1. ``what`` names what was too many."""
+    seconds = max(1, math.ceil(reset_at - time.time()))
+    unit = "second" if seconds == 1 else "seconds"
+    return ApiError(
+        429, "rate_limited", f"Too many {what}; retry in {seconds} {unit}.",
+        {"Retry-After": str(seconds)},
+    )
+
+
+def rate_limit_exceeded(error: RateLimitExceeded) -> ApiError:
+    """The answer to a request over its Flask-Limiter limit (WEBHOOKS_API_RATE_LIMIT)."""
+    # Flask-Limiter keeps the limit this request broke, with its window, on the limiter.
+    reset_at = time.time() + error.limit.limit.get_expiry()
+    for limiter in current_app.extensions.get("limiter", ()):
+        breached = limiter.current_limit
+        if breached is not None and breached.breached:
+            try:
+                reset_at = breached.window.reset_time
+            except Exception:  # noqa: BLE001  (storage gone since the check: keep the full window)
+                current_app.logger.warning("rate limit window unreadable", exc_info=True)
+    return too_many_requests(reset_at, "requests")
+
+
 # Werkzeug names its errors in Title Case ("Request Entity Too Large"); the
 # API's codes are snake_case, and a few read better under another name.
 _CODE_FOR_STATUS = {
@@ -48,6 +79,7 @@ _CODE_FOR_STATUS = {
     405: "method_not_allowed",
     413: "payload_too_large",
     415: "unsupported_media_type",
+    429: "rate_limited",
 }
 
 _MESSAGE_FOR_STATUS = {
@@ -105,6 +137,10 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(Conflict)
     def _conflict(error: Conflict):
         return error_response(409, error.code, _sentence(str(error)))
+
+    @app.errorhandler(RateLimitExceeded)
+    def _rate_limited(error: RateLimitExceeded):
+        return _api_error(rate_limit_exceeded(error))
 
     @app.errorhandler(InvalidEvent)
     def _invalid_event(error: InvalidEvent):

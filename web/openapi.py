@@ -43,7 +43,12 @@ account's id answers 404 exactly like a missing one.
 statuses listed per operation, any route answers 405 `method_not_allowed` (with `Allow`) to a
 method it does not support, and an unknown path answers 404 `not_found`.
 
-**Pagination** (`GET /deliveries`): newest first; pass `next_cursor` back as `cursor`.
+**Pagination** (`GET /deliveries`, `GET /subscriptions`): newest first; pass `next_cursor`
+back as `cursor`.
+
+**Rate limits**: every route answers 429 `rate_limited` with `Retry-After` (whole seconds)
+when its caller is over its limit: the account of the API key, or the address on a route
+without a key. Send test has a further limit per subscription.
 """
 
 
@@ -140,6 +145,13 @@ def _add_envelope_components(spec: APISpec) -> None:
     )
 
 
+_RETRY_AFTER = {
+    "description": "whole seconds to wait before the limit lets the next request in, at least 1",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 1},
+}
+
+
 def _schema_ref(schema) -> Any:
     """A response schema as apispec takes it: a Schema class, or a ref to a named component."""
     if isinstance(schema, str):
@@ -160,6 +172,7 @@ def _operation(doc: ApiDoc, endpoint: str, arguments: list[str]) -> dict:
         responses[str(status)] = response
     for status, description in error_responses(doc, bool(arguments)).items():
         responses[str(status)] = {"description": description, "content": _json(ErrorSchema)}
+    responses["429"]["headers"] = {"Retry-After": _RETRY_AFTER}
     parameters: list[dict] = [
         {
             "name": name,

@@ -13,12 +13,13 @@ import binascii
 import datetime as dt
 import uuid
 
-from sqlalchemy import and_, or_
+from sqlalchemy import Select, and_, or_
+from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from .errors import ApiError
 
-__all__ = ["encode_cursor", "decode_cursor", "older_than"]
+__all__ = ["encode_cursor", "decode_cursor", "older_than", "keyset_page"]
 
 _VERSION = "1"  # lets the format change later while old cursors are still recognised
 
@@ -56,3 +57,24 @@ def older_than(created_column, id_column, created_at: dt.datetime, row_id: str) 
         created_column < created_at,
         and_(created_column == created_at, id_column < row_id),
     )
+
+
+def keyset_page(
+    session: Session, statement: Select, model, cursor: str | None, limit: int
+) -> tuple[list, str | None]:
+    """One page of ``statement``'s rows of ``model`` (which has ``created_at`` and ``id``),
+    newest first, after ``cursor``; and the cursor of the next page, None on the last.
+
+    ``statement`` selects ``model`` with its filters, unordered. An invalid
+    cursor raises 400 ``invalid_cursor``.
+    """
+    if cursor is not None:
+        created_at, row_id = decode_cursor(cursor)
+        statement = statement.where(older_than(model.created_at, model.id, created_at, row_id))
+    # One row more than the page tells whether another page follows.
+    rows = list(session.scalars(
+        statement.order_by(model.created_at.desc(), model.id.desc()).limit(limit + 1)
+    ))
+    page = rows[:limit]
+    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
+    return page, next_cursor

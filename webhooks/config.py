@@ -52,6 +52,13 @@ class Settings:
     secret_key: str | None = None
     log_level: str = "INFO"
     ca_bundle: str | None = None  # None: certifi's bundle
+    # Rate limits in the notation of the ``limits`` library ("100 per second",
+    # "5 per 5 seconds; 60 per hour"), counted over a moving window; None: no limit.
+    api_rate_limit: str | None = "100 per second"
+    test_rate_limit: str | None = "5 per 5 seconds"
+    # Where the web processes count those limits together ("memory://": per process).
+    rate_limit_storage_url: str = "memory://"
+    max_subscriptions: int = 100
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -176,6 +183,53 @@ def _log_level(env) -> str:
     return raw
 
 
+_NO_LIMIT = {"0", "off", "none", "false"}
+# Schemes of the ``limits`` library's storages that the web process can use.
+_RATE_LIMIT_STORAGES = ("memory", "redis", "rediss", "redis+unix", "redis+sentinel",
+                        "redis+cluster")
+
+
+def _rate_limit(env, name: str, default: str) -> str | None:
+    """A rate limit such as ``100 per second`` or ``5 per 5 seconds; 60 per hour``.
+
+    ``0`` or ``off`` means no limit (None). Checked with the parser Flask-Limiter uses.
+    """
+    raw = _get(env, name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in _NO_LIMIT:
+        return None
+    from limits import parse_many
+
+    try:
+        items = parse_many(raw)
+    except ValueError:
+        items = []
+    if not items or any(item.amount < 1 for item in items):
+        raise ConfigError(
+            f"{name} must be a rate such as '100 per second' or '5 per 5 seconds' "
+            f"(several joined by ';'), or 0 or off for no limit, got {raw!r}"
+        )
+    return raw
+
+
+def _rate_limit_storage(env, broker_url: str) -> str:
+    """WEBHOOKS_RATE_LIMIT_STORAGE_URL, else the broker's Redis, else this process's memory."""
+    name = "WEBHOOKS_RATE_LIMIT_STORAGE_URL"
+    raw = _get(env, name)
+    if raw:
+        scheme = raw.partition("://")[0].lower()
+        if "://" not in raw or scheme not in _RATE_LIMIT_STORAGES:
+            raise ConfigError(
+                f"{name} must be a URL of one of the schemes {', '.join(_RATE_LIMIT_STORAGES)} "
+                f"(such as redis://host:6379/1), got {raw!r}"
+            )
+        return raw
+    if broker_url.startswith(("redis://", "rediss://")):
+        return broker_url
+    return "memory://"
+
+
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Parse settings from ``env`` (default: ``os.environ``); raise ConfigError if malformed."""
     env = os.environ if env is None else env
@@ -224,6 +278,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         secret_key=_secret_key(env),
         log_level=_log_level(env),
         ca_bundle=_ca_bundle(env),
+        api_rate_limit=_rate_limit(env, "WEBHOOKS_API_RATE_LIMIT", Settings.api_rate_limit),
+        test_rate_limit=_rate_limit(env, "WEBHOOKS_TEST_RATE_LIMIT", Settings.test_rate_limit),
+        rate_limit_storage_url=_rate_limit_storage(env, broker_url),
+        max_subscriptions=_positive_number(
+            env, "WEBHOOKS_MAX_SUBSCRIPTIONS", 100, integer=True, allow_zero=True
+        ),
     )
 
 

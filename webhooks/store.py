@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from .accounts import new_signing_secret
 from .errors import Conflict, NotFound
 from .models import Delivery, Subscription, new_id
+from .quotas import reserve_subscription_slot
 from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 
 __all__ = [
@@ -41,8 +42,14 @@ def create_subscription(
     event_types: list[str] | None,
     description: str | None,
     now: dt.datetime,
+    max_subscriptions: int | None = None,
 ) -> Subscription:
-    """A new active subscription with a fresh signing secret (inputs already validated)."""
+    """A new active subscription with a fresh signing secret (inputs already validated).
+
+    Conflict ``subscription_limit`` when the account already has
+    ``max_subscriptions`` (default WEBHOOKS_MAX_SUBSCRIPTIONS) live ones.
+    """
+    reserve_subscription_slot(session, account_id, max_subscriptions)
     subscription = Subscription(
         id=new_id(),
         account_id=account_id,

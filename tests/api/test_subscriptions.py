@@ -166,13 +166,13 @@ def test_list_is_newest_first_and_without_secrets(client, alice):
     response = client.get(BASE, headers=alice.headers)
     assert response.status_code == 200
     body = response.get_json()
-    assert list(body) == ["data"]
+    assert list(body) == ["data", "next_cursor"] and body["next_cursor"] is None
     assert [s["id"] for s in body["data"]] == [second["id"], first["id"]]
     assert all(set(s) == SUBSCRIPTION_KEYS for s in body["data"])
 
 
 def test_list_is_empty_for_a_new_account(client, alice):
-    assert client.get(BASE, headers=alice.headers).get_json() == {"data": []}
+    assert client.get(BASE, headers=alice.headers).get_json() == {"data": [], "next_cursor": None}
 
 
 def test_get_answers_the_subscription_with_its_secret(client, alice):

@@ -18,7 +18,7 @@ from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
 from ..errors import ApiError
-from ..pagination import decode_cursor, encode_cursor, older_than
+from ..pagination import keyset_page
 from ..params import canonical_id, load_query
 from ..responses import json_response
 from ..schemas import DeliveryListSchema, DeliveryQuerySchema, DeliverySchema, delivery_resource
@@ -96,18 +96,8 @@ def list_page() -> Response:
         statement = statement.where(Delivery.event_type == query["event_type"])
     if "status" in query:
         statement = statement.where(Delivery.status.in_(_STORED_STATUSES[query["status"]]))
-    if "cursor" in query:
-        created_at, row_id = decode_cursor(query["cursor"])
-        statement = statement.where(
-            older_than(Delivery.created_at, Delivery.id, created_at, row_id)
-        )
-    # One row more than the page tells whether another page follows.
-    rows = db_session().scalars(
-        statement.order_by(Delivery.created_at.desc(), Delivery.id.desc()).limit(limit + 1)
-    ).all()
-    page = rows[:limit]
+    page, next_cursor = keyset_page(db_session(), statement, Delivery, query.get("cursor"), limit)
     attempts = _attempts_of([delivery.id for delivery in page])
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
     return json_response(
         _PAGE,
         {

@@ -18,11 +18,14 @@ from webhooks.models import Subscription, utcnow
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
 from ..errors import ApiError
-from ..params import canonical_id, load_body, require_known_event_types
+from ..pagination import keyset_page
+from ..params import canonical_id, load_body, load_query, require_known_event_types
+from ..ratelimit import check_send_test
 from ..responses import json_response
 from ..schemas import (
     SubscriptionCreateSchema,
     SubscriptionListSchema,
+    SubscriptionQuerySchema,
     SubscriptionSchema,
     SubscriptionUpdateSchema,
     SubscriptionWithSecretSchema,
@@ -67,10 +70,13 @@ def _own(subscription_id: str) -> Subscription:
 @documented(
     "Create a subscription",
     description="Registers an endpoint. Without `event_types` (or with null) it receives "
-    "every event type. The answer holds the signing secret.",
+    "every event type. The answer holds the signing secret. Deleted subscriptions do not "
+    "count toward the account's limit.",
     body=SubscriptionCreateSchema,
     responses={201: ("The new subscription, with its secret", SubscriptionWithSecretSchema)},
-    errors=_EVENT_TYPE_ERROR,
+    errors={**_EVENT_TYPE_ERROR,
+            409: "`subscription_limit`: the account already has WEBHOOKS_MAX_SUBSCRIPTIONS "
+                 "(by default 100) subscriptions; delete one first"},
 )
 def create() -> Response:
     body = load_body(SubscriptionCreateSchema())
@@ -91,19 +97,22 @@ def create() -> Response:
 @bp.get("")
 @documented(
     "List subscriptions",
-    description="The caller's subscriptions, newest first, without their secrets.",
-    responses={200: ("The subscriptions", SubscriptionListSchema)},
+    description="The caller's subscriptions, newest first by (created_at, id), without their "
+    "secrets. Pass `next_cursor` as `cursor` for the next page; it is null on the last page.",
+    query=SubscriptionQuerySchema,
+    responses={200: ("A page of subscriptions", SubscriptionListSchema)},
+    errors={400: "`invalid_cursor`: the cursor is not one this API gave out"},
 )
 def list_all() -> Response:
-    rows = db_session().scalars(
-        select(Subscription)
-        .where(
-            Subscription.account_id == current_account_id(),
-            Subscription.deleted_at.is_(None),
-        )
-        .order_by(Subscription.created_at.desc(), Subscription.id.desc())
-    ).all()
-    return json_response(_LIST, {"data": rows})
+    query = load_query(SubscriptionQuerySchema())
+    statement = select(Subscription).where(
+        Subscription.account_id == current_account_id(),
+        Subscription.deleted_at.is_(None),
+    )
+    page, next_cursor = keyset_page(
+        db_session(), statement, Subscription, query.get("cursor"), query["limit"]
+    )
+    return json_response(_LIST, {"data": page, "next_cursor": next_cursor})
 
 
 @bp.get("/<subscription_id>")
@@ -168,11 +177,15 @@ def rotate_secret(subscription_id: str) -> Response:
 @bp.post("/<subscription_id>/test")
 @documented(
     "Send a test event",
-    description="Emits a `test.ping` event to this subscription only, even while it is paused.",
+    description="Emits a `test.ping` event to this subscription only, even while it is paused. "
+    "At most WEBHOOKS_TEST_RATE_LIMIT (by default 5 in any 5 seconds) per subscription.",
     responses={202: ("The test event and its delivery", TestSentSchema)},
+    errors={429: "`rate_limited`: this subscription's test events are over their limit; "
+                 "`Retry-After` says when to try again"},
 )
 def send_test_event(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
+    check_send_test(subscription.account_id, subscription.id)
     # send_test publishes when the request's transaction commits.
     emitted = send_test(db_session(), subscription)
     sent = {"event_id": emitted.id, "delivery_id": emitted.delivery_ids[0]}

@@ -25,15 +25,17 @@ from flask import (
     session,
     url_for,
 )
+from flask_limiter import RateLimitExceeded
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from webhooks.models import Account
 
+from ..errors import rate_limit_exceeded
 from ..transaction import db_session
 
-__all__ = ["bp", "csrf", "current_account", "start_session", "end_session", "safe_next",
-           "PUBLIC_ENDPOINTS"]
+__all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
+           "end_session", "safe_next", "PUBLIC_ENDPOINTS"]
 
 log = logging.getLogger("web.dashboard")
 
@@ -61,6 +63,12 @@ _SECURITY_HEADERS = {
 def current_account() -> Account | None:
     """The signed-in account of this request, or None."""
     return g.get("dashboard_account")
+
+
+def signed_in_account_id() -> str | None:
+    """The account id the signed session cookie names (before it is checked against the database)."""
+    account_id = session.get(_ACCOUNT_KEY)
+    return account_id if isinstance(account_id, str) else None
 
 
 def start_session(account: Account) -> None:
@@ -150,6 +158,14 @@ def _csrf_error(error: CSRFError):
         "It was missing its security token, or the token has expired. Go back, reload the "
         "page and try again.",
     )
+
+
+@bp.errorhandler(RateLimitExceeded)
+def _rate_limited(error: RateLimitExceeded):
+    answer = rate_limit_exceeded(error)
+    page = _error_page(429, "Too many requests", answer.message)
+    page.headers["Retry-After"] = answer.headers["Retry-After"]
+    return page
 
 
 @bp.errorhandler(HTTPException)

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from webhooks.models import Attempt, Delivery, DeliveryStatus, Event, Subscription
 
-from ..pagination import decode_cursor, encode_cursor, older_than
+from ..pagination import keyset_page
 from ..params import canonical_id
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "own_subscription",
     "own_delivery",
     "subscriptions_of",
+    "subscription_page",
+    "paused_count",
     "subscription_labels",
     "DeliveryFilters",
     "delivery_page",
@@ -93,6 +95,31 @@ def subscriptions_of(session: Session, account_id: str) -> list[Subscription]:
     )
 
 
+def subscription_page(
+    session: Session, account_id: str, status: str | None, cursor: str | None, limit: int = 50
+) -> tuple[list[Subscription], str | None]:
+    """One page of the account's live subscriptions (of ``status``, None: any), newest
+    first as in the API, and the cursor of the next page. An invalid cursor raises
+    :class:`web.errors.ApiError` (400)."""
+    statement = select(Subscription).where(
+        Subscription.account_id == account_id, Subscription.deleted_at.is_(None)
+    )
+    if status:
+        statement = statement.where(Subscription.status == status)
+    return keyset_page(session, statement, Subscription, cursor, limit)
+
+
+def paused_count(session: Session, account_id: str) -> int:
+    """How many of the account's live subscriptions are paused."""
+    return session.scalar(
+        select(func.count()).select_from(Subscription).where(
+            Subscription.account_id == account_id,
+            Subscription.deleted_at.is_(None),
+            Subscription.status == "paused",
+        )
+    )
+
+
 def subscription_labels(session: Session, account_id: str, ids) -> dict[str, tuple[str, bool]]:
     """``{id: (url, deleted)}`` for these subscription ids of the account (deleted ones too)."""
     ids = sorted(set(ids))
@@ -131,17 +158,7 @@ def delivery_page(
         statement = statement.where(Delivery.event_type == filters.event_type)
     if filters.subscription_id:
         statement = statement.where(Delivery.subscription_id == filters.subscription_id)
-    if filters.cursor:
-        created_at, row_id = decode_cursor(filters.cursor)
-        statement = statement.where(older_than(Delivery.created_at, Delivery.id, created_at, row_id))
-    rows = list(
-        session.scalars(
-            statement.order_by(Delivery.created_at.desc(), Delivery.id.desc()).limit(limit + 1)
-        )
-    )
-    page = rows[:limit]
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
-    return page, next_cursor
+    return keyset_page(session, statement, Delivery, filters.cursor, limit)
 
 
 def attempts_of(session: Session, delivery_id: str) -> list[Attempt]:

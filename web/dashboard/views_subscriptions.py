@@ -12,9 +12,11 @@ from markupsafe import Markup
 from webhooks import queue, store
 from webhooks.accounts import new_signing_secret
 from webhooks.emit import send_test
-from webhooks.models import Subscription, utcnow
+from webhooks.errors import Conflict
+from webhooks.models import Subscription, SubscriptionStatus, utcnow
 
 from ..errors import ApiError
+from ..ratelimit import check_send_test
 from ..targets import check_target_allowed
 from ..transaction import after_commit, db_session
 from . import queries
@@ -25,6 +27,8 @@ from .views_overview import HOURS, hourly_chart
 log = logging.getLogger("web.dashboard")
 
 RECENT_DELIVERIES = 20
+PAGE_SIZE = 50
+SUBSCRIPTION_STATUSES = tuple(status.value for status in SubscriptionStatus)
 
 
 def _own(subscription_id: str) -> Subscription:
@@ -50,22 +54,45 @@ def _target_refused(form: SubscriptionForm) -> bool:
 
 @bp.get("/subscriptions")
 def subscriptions():
-    rows = queries.subscriptions_of(db_session(), current_account().id)
-    return render_template("dashboard/subscriptions.html", subscriptions=rows)
+    session = db_session()
+    account_id = current_account().id
+    status = request.args.get("status") or None
+    status = status if status in SUBSCRIPTION_STATUSES else None
+    cursor = request.args.get("cursor") or None
+    try:
+        rows, next_cursor = queries.subscription_page(session, account_id, status, cursor, PAGE_SIZE)
+    except ApiError:  # a cursor that is not ours: start from the newest again
+        cursor = None
+        rows, next_cursor = queries.subscription_page(session, account_id, status, None, PAGE_SIZE)
+    return render_template(
+        "dashboard/subscriptions.html",
+        subscriptions=rows,
+        status=status,
+        statuses=SUBSCRIPTION_STATUSES,
+        paused=queries.paused_count(session, account_id),
+        next_cursor=next_cursor,
+        first_page=cursor is None,
+    )
 
 
 @bp.route("/subscriptions/new", methods=["GET", "POST"])
 def new_subscription():
     form = SubscriptionForm()
     if form.validate_on_submit() and not _target_refused(form):
-        subscription = store.create_subscription(
-            db_session(),
-            current_account().id,
-            form.url.data,
-            event_types=form.chosen_event_types(),
-            description=form.chosen_description(),
-            now=utcnow(),
-        )
+        try:
+            subscription = store.create_subscription(
+                db_session(),
+                current_account().id,
+                form.url.data,
+                event_types=form.chosen_event_types(),
+                description=form.chosen_description(),
+                now=utcnow(),
+            )
+        except Conflict as refused:  # WEBHOOKS_MAX_SUBSCRIPTIONS reached
+            flash(f"Subscription not created: {refused}.", "error")
+            return render_template(
+                "dashboard/subscription_form.html", form=form, subscription=None
+            ), 409
         log.info("subscription created in the dashboard", extra=_ids(subscription))
         flash("Subscription created. Its signing secret is shown below: give it to your "
               "endpoint so it can verify every delivery.", "success")
@@ -135,6 +162,11 @@ def edit_subscription(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/test")
 def send_test_event(subscription_id: str):
     subscription = _own(subscription_id)
+    try:
+        check_send_test(subscription.account_id, subscription.id)
+    except ApiError as refused:
+        flash(f"Test event not sent: {refused.message}", "error")
+        return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
     # Published by send_test when the request's transaction commits.
     emitted = send_test(db_session(), subscription)
     delivery_id = emitted.delivery_ids[0]

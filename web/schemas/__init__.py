@@ -5,10 +5,16 @@ are the source of the OpenAPI document (web/openapi.py). The event data
 schemas themselves live in the core (webhooks.schemas).
 """
 
-from .common import ErrorSchema, Text, UTCTimestamp, describe_errors
-from .deliveries import (
+from .common import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
+    ErrorSchema,
+    PageQuerySchema,
+    Text,
+    UTCTimestamp,
+    describe_errors,
+)
+from .deliveries import (
     PUBLIC_STATUSES,
     AttemptSchema,
     DeliveryListSchema,
@@ -21,6 +27,7 @@ from .subscriptions import (
     MAX_DESCRIPTION_LENGTH,
     SubscriptionCreateSchema,
     SubscriptionListSchema,
+    SubscriptionQuerySchema,
     SubscriptionSchema,
     SubscriptionUpdateSchema,
     SubscriptionWithSecretSchema,
@@ -28,11 +35,12 @@ from .subscriptions import (
 )
 
 __all__ = [
-    "ErrorSchema", "Text", "UTCTimestamp", "describe_errors",
+    "ErrorSchema", "PageQuerySchema", "Text", "UTCTimestamp", "describe_errors",
     "DEFAULT_LIMIT", "MAX_LIMIT", "PUBLIC_STATUSES", "AttemptSchema", "DeliveryListSchema",
     "DeliveryQuerySchema", "DeliverySchema", "delivery_resource",
     "ENVELOPE_SCHEMAS", "EventTypeListSchema", "EventTypeSchema", "SampleQuerySchema",
     "MAX_DESCRIPTION_LENGTH", "SubscriptionCreateSchema", "SubscriptionListSchema",
+    "SubscriptionQuerySchema",
     "SubscriptionSchema", "SubscriptionUpdateSchema", "SubscriptionWithSecretSchema",
     "TestSentSchema",
 ]

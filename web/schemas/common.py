@@ -9,9 +9,15 @@ from __future__ import annotations
 
 import datetime as dt
 
-from marshmallow import Schema, fields
+from marshmallow import EXCLUDE, Schema, fields, validate
 
-__all__ = ["UTCTimestamp", "Text", "ErrorDetailSchema", "ErrorSchema", "describe_errors"]
+__all__ = [
+    "UTCTimestamp", "Text", "ErrorDetailSchema", "ErrorSchema", "describe_errors",
+    "DEFAULT_LIMIT", "MAX_LIMIT", "PageQuerySchema", "next_cursor_field",
+]
+
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
 
 
 class UTCTimestamp(fields.DateTime):
@@ -60,6 +66,33 @@ class ErrorSchema(Schema):
     """Every error answer: ``{"error": {"code": "...", "message": "..."}}``."""
 
     error = fields.Nested(ErrorDetailSchema, required=True)
+
+
+class PageQuerySchema(Schema):
+    """``limit`` and ``cursor`` of every list (keyset pages, web/pagination.py); other
+    parameters are ignored."""
+
+    class Meta:
+        unknown = EXCLUDE
+
+    limit = fields.Integer(
+        load_default=DEFAULT_LIMIT,
+        validate=validate.Range(min=1, max=MAX_LIMIT),
+        metadata={"description": f"page size, 1 to {MAX_LIMIT}"},
+    )
+    cursor = Text(
+        validate=validate.Length(min=1, max=200),
+        metadata={"description": "next_cursor of the previous page; opaque"},
+    )
+
+
+def next_cursor_field() -> fields.String:
+    """The ``next_cursor`` of a page answer."""
+    return fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "pass as cursor for the next page; null on the last page"},
+    )
 
 
 def describe_errors(errors: dict | list | str, path: str = "") -> str:

@@ -7,18 +7,16 @@ filter accepts only the public values.
 
 from __future__ import annotations
 
-from marshmallow import EXCLUDE, Schema, fields, validate
+from marshmallow import Schema, fields, validate
 
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.models import Attempt, Delivery, DeliveryStatus
 from webhooks.policy import Outcome
 
-from .common import Text, UTCTimestamp
+from .common import PageQuerySchema, UTCTimestamp, next_cursor_field
 
 __all__ = [
     "PUBLIC_STATUSES",
-    "DEFAULT_LIMIT",
-    "MAX_LIMIT",
     "DeliveryQuerySchema",
     "AttemptSchema",
     "DeliverySchema",
@@ -28,15 +26,10 @@ __all__ = [
 
 #: The statuses the API shows and filters on, in lifecycle order.
 PUBLIC_STATUSES = ("pending", "paused", "done", "failed", "dead")
-DEFAULT_LIMIT = 50
-MAX_LIMIT = 200
 
 
-class DeliveryQuerySchema(Schema):
+class DeliveryQuerySchema(PageQuerySchema):
     """Query string of ``GET /deliveries``; other parameters are ignored."""
-
-    class Meta:
-        unknown = EXCLUDE
 
     subscription_id = fields.UUID(metadata={"description": "only deliveries to this subscription"})
     status = fields.String(
@@ -45,15 +38,6 @@ class DeliveryQuerySchema(Schema):
     )
     event_type = fields.String(validate=validate.OneOf(EVENT_TYPE_NAMES))
     event_id = fields.UUID(metadata={"description": "only deliveries of this event"})
-    limit = fields.Integer(
-        load_default=DEFAULT_LIMIT,
-        validate=validate.Range(min=1, max=MAX_LIMIT),
-        metadata={"description": f"page size, 1 to {MAX_LIMIT}"},
-    )
-    cursor = Text(
-        validate=validate.Length(min=1, max=200),
-        metadata={"description": "next_cursor of the previous page; opaque"},
-    )
 
 
 class AttemptSchema(Schema):
@@ -89,11 +73,7 @@ class DeliverySchema(Schema):
 
 class DeliveryListSchema(Schema):
     data = fields.List(fields.Nested(DeliverySchema), required=True)
-    next_cursor = fields.String(
-        required=True,
-        allow_none=True,
-        metadata={"description": "pass as cursor for the next page; null on the last page"},
-    )
+    next_cursor = next_cursor_field()
 
 
 def delivery_resource(delivery: Delivery, attempts: list[Attempt]) -> dict:

@@ -12,7 +12,7 @@ from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.models import SubscriptionStatus
 
 from ..targets import MAX_URL_LENGTH, url_problem
-from .common import Text, UTCTimestamp
+from .common import PageQuerySchema, Text, UTCTimestamp, next_cursor_field
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",
@@ -112,8 +112,13 @@ class SubscriptionWithSecretSchema(SubscriptionSchema):
     secret = fields.String(required=True)
 
 
+class SubscriptionQuerySchema(PageQuerySchema):
+    """Query string of ``GET /subscriptions``: ``limit`` and ``cursor``."""
+
+
 class SubscriptionListSchema(Schema):
     data = fields.List(fields.Nested(SubscriptionSchema), required=True)
+    next_cursor = next_cursor_field()
 
 
 class TestSentSchema(Schema):
