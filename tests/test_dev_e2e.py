@@ -24,6 +24,9 @@ from tests.support.devprocess import (
     WEBHOOKS, Processes, clean_env, free_port, group_alive, wait_until,
 )
 
+# Starts `webhooks dev`: real worker, web and scheduler processes (the integration tier).
+pytestmark = pytest.mark.integration
+
 @pytest.fixture
 def procs(tmp_path_factory):
     processes = Processes(tmp_path_factory.mktemp("logs"))

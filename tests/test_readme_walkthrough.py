@@ -19,6 +19,9 @@ import pytest
 
 from tests.support.devprocess import ROOT, Processes, clean_env, free_port, group_alive, wait_until
 
+# Starts `webhooks dev`: real worker, web and scheduler processes (the integration tier).
+pytestmark = pytest.mark.integration
+
 README = ROOT / "README.md"
 
 
