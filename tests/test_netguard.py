@@ -1,5 +1,7 @@
 """The address guard's judgement of resolved addresses (pure)."""
 
+import logging
+
 import pytest
 
 from webhooks.netguard import is_public_address
@@ -23,3 +25,14 @@ def test_non_public_addresses_are_refused(address):
 @pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"])
 def test_public_addresses_are_allowed(address):
     assert is_public_address(address)
+
+
+@pytest.mark.parametrize("address", ["10.1.2.3", "fd00::5", "169.254.169.254"])
+def test_a_refusal_names_no_address_to_the_tenant_and_logs_it_for_operators(address, caplog):
+    from webhooks.netguard import describe_refusal
+
+    caplog.set_level(logging.WARNING, logger="webhooks.netguard")
+    message = describe_refusal(address)
+    assert address not in message and "not a public address" in message
+    logged = [r for r in caplog.records if r.name == "webhooks.netguard" and r.levelno == logging.WARNING]
+    assert len(logged) == 1 and address in logged[0].getMessage()

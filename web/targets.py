@@ -71,6 +71,8 @@ def check_target_allowed(url: str) -> None:
     """Refuse (400 ``target_not_allowed``) a URL on a non-public address, unless allowed.
 
     WEBHOOKS_ALLOW_PRIVATE_TARGETS=true (development, tests) allows every host.
+    The reason given names only what the caller wrote (a literal address or a
+    local name): no name is resolved here, so no internal address is revealed.
     """
     if get_settings().allow_private_targets:
         return

@@ -1,15 +1,26 @@
 """Which IP addresses a delivery may connect to (CONTRACT 1, WEBHOOKS_ALLOW_PRIVATE_TARGETS).
 
-Pure: it judges an address that has already been resolved. transport.py calls
-it on every address it is about to connect to, so a host name that resolves
-to 127.0.0.1, or a DNS answer that changes between check and use, is caught.
+It judges an address that has already been resolved. transport.py calls it
+on every address it is about to connect to, so a host name that resolves to
+127.0.0.1, or a DNS answer that changes between check and use, is caught.
+
+The verdict is pure. Only :func:`describe_refusal` has a side effect: the
+refused address goes to the operators' log, never into the text that the
+tenant sees (an attempt's ``error``), so a tenant cannot map internal host
+names to addresses by subscribing to them.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 
-__all__ = ["is_public_address", "describe_refusal"]
+__all__ = ["is_public_address", "describe_refusal", "REFUSAL_MESSAGE"]
+
+log = logging.getLogger(__name__)
+
+# What the tenant reads (after "refused: " in the attempt's error): no address.
+REFUSAL_MESSAGE = "destination is not a public address; deliveries go only to public addresses"
 
 # NAT64 (RFC 6052) embeds an IPv4 address in its last 32 bits.
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -48,8 +59,13 @@ def is_public_address(address: str | ipaddress.IPv4Address | ipaddress.IPv6Addre
 
 
 def describe_refusal(address: str) -> str:
-    """The error text recorded when the guard refuses ``address``."""
-    return (
-        f"destination {address} is not a public address "
-        "(set WEBHOOKS_ALLOW_PRIVATE_TARGETS=true to allow it)"
+    """The error text recorded when the guard refuses ``address``: the same for every address.
+
+    The address itself is logged here (WARNING, logger ``webhooks.netguard``)
+    for the operators, who alone can allow it.
+    """
+    log.warning(
+        "refused to connect to %s: not a public address "
+        "(WEBHOOKS_ALLOW_PRIVATE_TARGETS=true allows it)", address,
     )
+    return REFUSAL_MESSAGE
