@@ -7,7 +7,7 @@ from flask import Flask
 from webhooks.config import get_settings
 from webhooks.logs import configure_logging
 
-from . import health, metrics, transaction
+from . import health, metrics, security, transaction
 from .api import register_api
 from .dashboard import register_dashboard
 from .errors import register_error_handlers
@@ -30,6 +30,7 @@ def create_app(config: dict | None = None) -> Flask:
         app.config.update(config)
     # Answer keys in the order the schemas declare them (id first, envelope in SPEC order).
     app.json.sort_keys = False
+    security.init_app(app, settings)
     transaction.init_app(app)
     register_error_handlers(app)
     register_api(app)

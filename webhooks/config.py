@@ -49,6 +49,9 @@ class Settings:
     publish_timeout: float = 2.0
     secret_key: str | None = None
     log_level: str = "INFO"
+    secure_cookies: bool = True
+    trusted_proxies: int = 0
+    hsts_max_age: int = 365 * 24 * 3600
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -196,6 +199,14 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         publish_timeout=_positive_number(env, "WEBHOOKS_PUBLISH_TIMEOUT", 2.0),
         secret_key=_secret_key(env),
         log_level=_log_level(env),
+        # False only where the web process is served over plain http (webhooks dev).
+        secure_cookies=_boolean(env, "WEBHOOKS_SECURE_COOKIES", True),
+        trusted_proxies=_positive_number(
+            env, "WEBHOOKS_TRUSTED_PROXIES", 0, integer=True, allow_zero=True
+        ),
+        hsts_max_age=_positive_number(
+            env, "WEBHOOKS_HSTS_MAX_AGE", 365 * 24 * 3600, integer=True, allow_zero=True
+        ),
     )
 
 

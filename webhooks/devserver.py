@@ -56,6 +56,9 @@ DEV_DEFAULTS = {
     # After a crash, the sweep re-sends deliveries whose broker message died
     # with the worker once they are this many seconds overdue (production: 120).
     "WEBHOOKS_RECOVER_AFTER": "10",
+    # The web process serves plain http on this machine: a Secure cookie would
+    # never come back, and nobody could stay signed in to the dashboard.
+    "WEBHOOKS_SECURE_COOKIES": "false",
 }
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
