@@ -227,6 +227,22 @@ def test_secrets_in_messages_and_tracebacks_are_masked():
     assert redact("postgresql://app:pa55@db/webhooks") == "postgresql://app:[redacted]@db/webhooks"
 
 
+@pytest.mark.parametrize("text, masked", [
+    ("https://user:s3cret@host/path", "https://user:***@host/path"),
+    # urllib3 and urlsplit split the authority at its last "@": all of "p@ss" is the password.
+    ("http://u:p@ss@host:8080/x?q=a:b@c", "http://u:***@host:8080/x?q=a:b@c"),
+    ("http://me@corp:pw@host/", "http://me@corp:***@host/"),
+    ("http://user@host:8080/", "http://user@host:8080/"),
+    ("https://host/p?u=a:b@c", "https://host/p?u=a:b@c"),
+    ("to http://a:b@h1/ and http://c:d@h2/", "to http://a:***@h1/ and http://c:***@h2/"),
+])
+def test_url_passwords_are_masked_up_to_the_last_at_sign(text, masked):
+    from webhooks.logs import mask_url_passwords
+
+    assert mask_url_passwords(text) == masked
+    assert redact(text) == masked.replace("***", "[redacted]")
+
+
 def test_configure_logging_installs_one_json_handler(monkeypatch):
     root = logging.getLogger()
     saved_level, saved_handlers = root.level, list(root.handlers)

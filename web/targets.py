@@ -17,11 +17,12 @@ from requests.exceptions import RequestException
 from requests.models import PreparedRequest
 
 from webhooks.config import get_settings
+from webhooks.logs import mask_url_passwords
 from webhooks.netguard import is_public_address
 
 from .errors import ApiError
 
-__all__ = ["MAX_URL_LENGTH", "url_problem", "check_target_allowed"]
+__all__ = ["MAX_URL_LENGTH", "url_problem", "check_target_allowed", "shown_url", "url_to_store"]
 
 MAX_URL_LENGTH = 2048
 _SCHEMES = ("http", "https")
@@ -90,3 +91,20 @@ def check_target_allowed(url: str) -> None:
         f"The url is refused because {reason}; deliveries go only to public "
         "addresses unless WEBHOOKS_ALLOW_PRIVATE_TARGETS is true.",
     )
+
+
+def shown_url(url: str) -> str:
+    """``url`` as every answer shows it: its password, if any, masked (``user:***@``).
+
+    The stored URL keeps the password: it is sent with every delivery.
+    """
+    return mask_url_passwords(url)
+
+
+def url_to_store(submitted: str, stored: str) -> str:
+    """The URL to keep when ``submitted`` replaces ``stored``.
+
+    A client (or the dashboard's edit form) that sends back the URL as it was
+    shown, password masked, means "unchanged": the stored password stays.
+    """
+    return stored if submitted == shown_url(stored) else submitted
