@@ -8,6 +8,7 @@ variable instead of failing later somewhere deep in a delivery.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import os
 import re
@@ -19,7 +20,8 @@ from .errors import ConfigError
 
 __all__ = ["Settings", "get_settings", "load_settings", "reset_settings_cache"]
 
-_VERSION_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# ASCII digits only: \d would also take "٢٠٢٦-٠٧-٣٠", which then broke every delivery.
+_VERSION_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _SERVICE_NAME_RE = re.compile(r"^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -129,8 +131,19 @@ def _matching(env, name: str, default: str, pattern: re.Pattern, what: str) -> s
     raw = _get(env, name)
     if raw is None or raw == "":
         return default
-    if not pattern.match(raw):
+    if not pattern.fullmatch(raw):
         raise ConfigError(f"{name} must be {what}, got {raw!r}")
+    return raw
+
+
+def _version(env) -> str:
+    """WEBHOOKS_VERSION: a real calendar date written YYYY-MM-DD in ASCII digits."""
+    name = "WEBHOOKS_VERSION"
+    raw = _matching(env, name, Settings.version, _VERSION_RE, "a YYYY-MM-DD date in ASCII digits")
+    try:
+        dt.date.fromisoformat(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a real calendar date (YYYY-MM-DD), got {raw!r}") from None
     return raw
 
 
@@ -177,7 +190,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "WEBHOOKS_SERVICE_NAME", "Service", _SERVICE_NAME_RE,
             "letters and digits, optionally joined by hyphens (it goes into header names)",
         ),
-        version=_matching(env, "WEBHOOKS_VERSION", "2026-07-30", _VERSION_RE, "a YYYY-MM-DD date"),
+        version=_version(env),
         timeout=_positive_number(env, "WEBHOOKS_TIMEOUT", 15.0),
         allow_private_targets=_boolean(env, "WEBHOOKS_ALLOW_PRIVATE_TARGETS", False),
         countdown_limit=countdown_limit,
