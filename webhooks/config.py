@@ -54,6 +54,7 @@ class Settings:
     secure_cookies: bool = True
     trusted_proxies: int = 0
     hsts_max_age: int = 365 * 24 * 3600
+    metrics_token: str | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -164,6 +165,25 @@ def _secret_key(env) -> str | None:
     return raw
 
 
+MIN_METRICS_TOKEN_LENGTH = 16
+_TOKEN_RE = re.compile(r"[!-~]+")  # printable ASCII, no space: it travels in a header
+
+
+def _metrics_token(env) -> str | None:
+    """WEBHOOKS_METRICS_TOKEN: the bearer token GET /metrics asks for; None leaves it open."""
+    name = "WEBHOOKS_METRICS_TOKEN"
+    raw = _get(env, name)
+    if not raw:
+        return None
+    if not _TOKEN_RE.fullmatch(raw) or len(raw) < MIN_METRICS_TOKEN_LENGTH:
+        raise ConfigError(
+            f"{name} must be at least {MIN_METRICS_TOKEN_LENGTH} printable ASCII characters "
+            f"without spaces (it is sent as 'Authorization: Bearer <token>'); got {len(raw)} "
+            "characters"
+        )
+    return raw
+
+
 def _log_level(env) -> str:
     raw = (_get(env, "WEBHOOKS_LOG_LEVEL") or "INFO").upper()
     if raw not in _LOG_LEVELS:
@@ -220,6 +240,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         hsts_max_age=_positive_number(
             env, "WEBHOOKS_HSTS_MAX_AGE", 365 * 24 * 3600, integer=True, allow_zero=True
         ),
+        metrics_token=_metrics_token(env),
     )
 
 
