@@ -121,11 +121,11 @@ def test_probes_arriving_together_share_one_answer(monkeypatch):
                         lambda self: joined.append(self.name) or join(self))
     answers = []
     probes = [threading.Thread(target=lambda: answers.append(health.run_checks(timeout=10)))
-              for _ in range(5)]
+              for _ in range(20)]
     for probe in probes:
         probe.start()
-    wait_until(lambda: joined.count("database") == 5, what="every probe to reach the check")
+    wait_until(lambda: joined.count("database") == 20, what="every probe to reach the check")
     gate.set()
     for probe in probes:
         probe.join(10)
-    assert answers == [{"database": "ok", "broker": "ok"}] * 5 and len(calls) == 1
+    assert answers == [{"database": "ok", "broker": "ok"}] * 20 and len(calls) == 1

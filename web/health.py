@@ -121,15 +121,19 @@ _flights: dict[tuple, SingleFlight] = {}
 _flights_lock = threading.Lock()
 
 
-def _flight(name: str) -> SingleFlight:
-    """The one SingleFlight of this check against its current backend."""
+def _join_or_start(name: str) -> tuple[Future, float, bool]:
+    """Join the check of ``name`` against its current backend, or start it (see SingleFlight).
+
+    Under one lock with the pruning, so a flight about to be joined is never
+    dropped as idle by another probe.
+    """
     check = CHECKS[name]
     key = (name, check, BACKENDS[name]())
     with _flights_lock:
         # Forget idle flights of other backends (a changed URL), so the map stays small.
         for stale in [k for k, f in _flights.items() if k != key and not f.running()]:
             del _flights[stale]
-        return _flights.setdefault(key, SingleFlight(name, check))
+        return _flights.setdefault(key, SingleFlight(name, check)).join_or_start()
 
 
 def checks_in_flight() -> int:
@@ -144,7 +148,7 @@ def run_checks(timeout: float | None = None) -> dict[str, str]:
     ``timeout`` defaults to ``CHECK_TIMEOUT_S``.
     """
     timeout = CHECK_TIMEOUT_S if timeout is None else timeout
-    runs = {name: _flight(name).join_or_start() for name in CHECKS}
+    runs = {name: _join_or_start(name) for name in CHECKS}
     deadline = time.monotonic() + timeout
     results = {}
     for name, (run, started, fresh) in runs.items():
