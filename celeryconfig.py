@@ -76,3 +76,5 @@ beat_schedule = {
     }
 }
 beat_schedule_filename = str(_settings.data_dir / "celerybeat-schedule")
+# The schedule file is created mode 0600 in a folder of mode 0700.
+beat_scheduler = "webhooks.queue:PrivateScheduler"

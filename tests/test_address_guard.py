@@ -14,6 +14,7 @@ a resolver override in this process (never from DNS).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from pathlib import Path
@@ -202,7 +203,8 @@ def _deliver_once(account_id: str, url: str):
 
 
 @pytest.mark.parametrize("name", sorted(set(FAKE_DNS) - {"hooks.public-looking.test"}))
-def test_names_that_resolve_to_private_addresses_are_refused(guarded, resolver, jail, receivers, name):
+def test_names_that_resolve_to_private_addresses_are_refused(guarded, resolver, jail, receivers, name,
+                                                              caplog):
     from sqlalchemy import update
 
     from webhooks.models import Subscription
@@ -211,9 +213,14 @@ def test_names_that_resolve_to_private_addresses_are_refused(guarded, resolver, 
     v4.clear()
     with get_engine().begin() as connection:  # one subscription per case
         connection.execute(update(Subscription).values(event_types=["test.ping"]))
+    caplog.set_level(logging.WARNING, logger="webhooks.netguard")
     attempt = _deliver_once(guarded, f"http://{name}:{v4.port}/hook")
     assert attempt.status_code is None and attempt.error.startswith("refused: destination"), attempt
     assert attempt.outcome == "retry"
+    # The tenant reads the attempt's error: it must not map the name to an internal address.
+    assert not any(address in attempt.error for address in FAKE_DNS[name]), attempt.error
+    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "webhooks.netguard")
+    assert any(address in logged for address in FAKE_DNS[name]), "operators lost the address"
     assert v4.count() == 0 and (v6 is None or v6.count() == 0)
 
 

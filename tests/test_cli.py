@@ -74,3 +74,57 @@ def test_emit_to_an_unknown_account(folder):
 def test_a_malformed_setting_stops_the_command_naming_it(folder):
     result = run("db", "upgrade", cwd=folder, extra_env={"WEBHOOKS_PAUSE_AFTER": "many"})
     assert result.returncode == 2 and "WEBHOOKS_PAUSE_AFTER" in result.stderr
+
+
+# ---------------------------------------------------------------- a database not (yet) at this version
+
+DB_COMMANDS = [
+    ("accounts", "create", "Acme"),
+    ("emit", "00000000-0000-4000-8000-000000000000", "email.sent", "--data", "{}"),
+]
+
+
+def _database(tmp_path):
+    return tmp_path / "webhooks-data" / "webhooks.db"
+
+
+@pytest.mark.parametrize("args", DB_COMMANDS, ids=lambda a: a[0])
+def test_every_command_on_a_fresh_data_folder_says_to_upgrade(tmp_path, args):
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == 2, result.stdout
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "no schema yet" in result.stderr and "webhooks db upgrade" in result.stderr
+
+
+@pytest.mark.parametrize("args", DB_COMMANDS, ids=lambda a: a[0])
+def test_every_command_on_an_older_schema_says_to_upgrade_and_works_after(tmp_path, args):
+    from webhooks.db import dispose_engine
+    from webhooks.migrate import upgrade
+
+    url = f"sqlite:///{_database(tmp_path)}"
+    upgrade(url, "0002")
+    dispose_engine()
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "revision 0002" in result.stderr and "webhooks db upgrade" in result.stderr
+    assert run("db", "upgrade", cwd=tmp_path).returncode == 0
+    assert "schema" not in run(*args, cwd=tmp_path).stderr
+
+
+def test_a_schema_newer_than_this_version_says_so(folder):
+    import sqlite3
+
+    with sqlite3.connect(_database(folder)) as connection:
+        connection.execute("UPDATE alembic_version SET version_num = '9999'")
+    result = run(*DB_COMMANDS[0], cwd=folder)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "revision 9999, newer than this version" in result.stderr
+
+
+@pytest.mark.parametrize("args", [("db", "upgrade"), *DB_COMMANDS], ids=lambda a: a[0])
+def test_an_unreachable_database_is_one_line_not_a_traceback(tmp_path, args):
+    down = {"WEBHOOKS_DATABASE_URL": "postgresql+psycopg2://app:pa55word@127.0.0.1:1/nothing"}
+    result = run(*args, cwd=tmp_path, extra_env=down)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "the database could not be used (OperationalError)" in result.stderr
+    assert "pa55word" not in result.stderr

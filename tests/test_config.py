@@ -62,6 +62,11 @@ def test_every_variable_is_read():
         ("WEBHOOKS_TIMEOUT", "nan"),
         ("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "maybe"),
         ("WEBHOOKS_VERSION", "July 2026"),
+        ("WEBHOOKS_VERSION", "\u0662\u0660\u0662\u0666-\u0660\u0667-\u0663\u0660"),  # Arabic-Indic digits
+        ("WEBHOOKS_VERSION", "\uff12\uff10\uff12\uff16-\uff10\uff17-\uff13\uff10"),  # full-width digits
+        ("WEBHOOKS_VERSION", "2026-02-30"),
+        ("WEBHOOKS_VERSION", "2026-13-01"),
+        ("WEBHOOKS_VERSION", "2026-00-10"),
         ("WEBHOOKS_SERVICE_NAME", "Bad Name"),
         ("WEBHOOKS_SWEEP_INTERVAL", "0"),
         ("WEBHOOKS_COUNTDOWN_LIMIT", "-5"),
@@ -73,6 +78,11 @@ def test_every_variable_is_read():
 def test_malformed_values_name_the_variable(name, value):
     with pytest.raises(ConfigError, match=name):
         load_settings({name: value})
+
+
+@pytest.mark.parametrize("version", ["2028-02-29", "1999-12-31", "2026-07-30"])
+def test_a_real_date_is_a_version(version):
+    assert load_settings({"WEBHOOKS_VERSION": version}).version == version
 
 
 def test_countdown_limit_zero_parks_every_wait():

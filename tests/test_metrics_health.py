@@ -73,6 +73,62 @@ def scrape(client) -> dict[str, dict]:
 # ---------------------------------------------------------------- /metrics
 
 
+TOKEN = "m3trics-t0ken-for-tests"
+
+
+@pytest.fixture
+def token_client(db, redis_broker, tmp_path, monkeypatch):
+    """The app with WEBHOOKS_METRICS_TOKEN set."""
+    from webhooks.config import reset_settings_cache
+
+    monkeypatch.setenv("WEBHOOKS_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("WEBHOOKS_METRICS_TOKEN", TOKEN)
+    reset_settings_cache()
+    from web import create_app
+
+    return create_app({"TESTING": True}).test_client()
+
+
+@pytest.mark.parametrize("authorization", [None, "", "Bearer", "Bearer wrong-token-of-some-length",
+                                           f"Basic {TOKEN}", f"Bearer {TOKEN}x", f"Bearer {TOKEN[:-1]}",
+                                           "Bearer t\u00f6ken"])
+def test_metrics_with_a_token_set_answer_401_without_it(token_client, authorization):
+    headers = {} if authorization is None else {"Authorization": authorization}
+    response = token_client.get("/metrics", headers=headers)
+    assert response.status_code == 401
+    assert response.get_json()["error"]["code"] == "unauthorized"
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+    assert "webhooks_" not in response.get_data(as_text=True)
+
+
+def test_metrics_with_a_token_set_answer_the_right_bearer(token_client):
+    response = token_client.get("/metrics", headers={"Authorization": f"bearer  {TOKEN} "})
+    assert response.status_code == 200 and "webhooks_database_up" in response.get_data(as_text=True)
+
+
+def test_the_token_is_compared_in_constant_time(token_client, monkeypatch):
+    import hmac
+
+    compared = []
+    real = hmac.compare_digest
+    monkeypatch.setattr(hmac, "compare_digest", lambda a, b: compared.append((a, b)) or real(a, b))
+    token_client.get("/metrics", headers={"Authorization": "Bearer not-it"})
+    assert compared == [(b"not-it", TOKEN.encode())]
+
+
+def test_metrics_stay_open_without_a_token(client):
+    assert client.get("/metrics").status_code == 200
+
+
+@pytest.mark.parametrize("value", ["short", "has a space in it!!", "t\u00f6ken-with-umlaut-xx"])
+def test_a_weak_or_unsendable_metrics_token_stops_the_process(value):
+    from webhooks.config import load_settings
+    from webhooks.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="WEBHOOKS_METRICS_TOKEN"):
+        load_settings({"WEBHOOKS_METRICS_TOKEN": value})
+
+
 def test_every_metric_is_named_webhooks_and_reads_zero_on_an_empty_database(client):
     body = client.get("/metrics").get_data(as_text=True)
     names = {line.split("{")[0].split(" ")[0] for line in body.splitlines() if line and line[0] != "#"}
@@ -225,6 +281,22 @@ def test_secrets_in_messages_and_tracebacks_are_masked():
     assert "ValueError" in parsed["exception"]
     assert parsed["account_id"] == "a-1"
     assert redact("postgresql://app:pa55@db/webhooks") == "postgresql://app:[redacted]@db/webhooks"
+
+
+@pytest.mark.parametrize("text, masked", [
+    ("https://user:s3cret@host/path", "https://user:***@host/path"),
+    # urllib3 and urlsplit split the authority at its last "@": all of "p@ss" is the password.
+    ("http://u:p@ss@host:8080/x?q=a:b@c", "http://u:***@host:8080/x?q=a:b@c"),
+    ("http://me@corp:pw@host/", "http://me@corp:***@host/"),
+    ("http://user@host:8080/", "http://user@host:8080/"),
+    ("https://host/p?u=a:b@c", "https://host/p?u=a:b@c"),
+    ("to http://a:b@h1/ and http://c:d@h2/", "to http://a:***@h1/ and http://c:***@h2/"),
+])
+def test_url_passwords_are_masked_up_to_the_last_at_sign(text, masked):
+    from webhooks.logs import mask_url_passwords
+
+    assert mask_url_passwords(text) == masked
+    assert redact(text) == masked.replace("***", "[redacted]")
 
 
 def test_configure_logging_installs_one_json_handler(monkeypatch):

@@ -7,7 +7,7 @@ from flask import Flask
 from webhooks.config import get_settings
 from webhooks.logs import configure_logging
 
-from . import health, metrics, ratelimit, transaction
+from . import health, metrics, ratelimit, security, transaction
 from .api import register_api
 from .dashboard import bp as dashboard_bp
 from .dashboard import register_dashboard
@@ -32,6 +32,7 @@ def create_app(config: dict | None = None) -> Flask:
         app.config.update(config)
     # Answer keys in the order the schemas declare them (id first, envelope in SPEC order).
     app.json.sort_keys = False
+    security.init_app(app, settings)
     transaction.init_app(app)
     # Per-tenant request limits (429 over them); probes and scrapes are never limited.
     ratelimit.init_app(

@@ -26,21 +26,29 @@ small queries, each bounded by an index or a time window:
 The two windowed families are gauges over a sliding window, not counters:
 graph them as they are (``webhooks_attempts_recent / 300`` is attempts per
 second), do not ``rate()`` them.
+
+With ``WEBHOOKS_METRICS_TOKEN`` set, a scrape must send ``Authorization:
+Bearer <token>`` (Prometheus: ``authorization: {credentials: <token>}``);
+anything else answers 401. Unset, the endpoint is open, as it always was.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hmac
 import logging
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
 from sqlalchemy import case, func, select
 from sqlalchemy.engine import Connection
 
+from webhooks.config import get_settings
 from webhooks.db import get_engine
 from webhooks.models import Attempt, Delivery, DeliveryStatus, Subscription, SubscriptionStatus, utcnow
+
+from .errors import ApiError
 
 __all__ = ["bp", "WINDOW_SECONDS", "DURATION_BUCKETS_S", "DatabaseCollector", "registry"]
 
@@ -212,8 +220,26 @@ registry = CollectorRegistry(auto_describe=False)
 registry.register(DatabaseCollector())
 
 
+_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="metrics"'}
+
+
+def _scraper_allowed() -> bool:
+    """True when no token is configured, or the request's bearer token is it (constant time)."""
+    token = get_settings().metrics_token
+    if token is None:
+        return True
+    scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
+    given_bytes = given.strip().encode("utf-8", "surrogateescape")
+    # compare_digest takes as long for a wrong token as for a right one of the same length.
+    return scheme.lower() == "bearer" and hmac.compare_digest(given_bytes, token.encode("ascii"))
+
+
 @bp.get("/metrics")
 def metrics() -> Response:
+    if not _scraper_allowed():
+        raise ApiError(401, "unauthorized",
+                       "A metrics token is required: send 'Authorization: Bearer <token>'.",
+                       _CHALLENGE)
     response = Response(generate_latest(registry), status=200)
     response.headers["Content-Type"] = CONTENT_TYPE
     response.headers["Cache-Control"] = "no-store"

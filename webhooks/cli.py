@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import sys
 
 import click
 
-from .errors import ConfigError, InvalidEvent, NotFound
+from .errors import ConfigError, InvalidEvent, NotFound, SchemaNotReady
 
 __all__ = ["main"]
 
@@ -15,6 +17,36 @@ __all__ = ["main"]
 def _fail(message: str) -> None:
     click.echo(f"error: {message}", err=True)
     sys.exit(2)
+
+
+@contextlib.contextmanager
+def _database_errors():
+    """A database that cannot be reached or used ends the command with one line, never a traceback."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from .logs import redact
+
+    try:
+        yield
+    except SchemaNotReady as exc:
+        _fail(str(exc))
+    except SQLAlchemyError as exc:
+        cause = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""]
+        _fail(f"the database could not be used ({type(exc).__name__}): {redact(cause[0])}")
+
+
+def _needs_schema(command):
+    """Run ``command`` only on a database at this version's schema revision (see check_schema)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        from .migrate import check_schema
+
+        with _database_errors():
+            check_schema()
+            return command(*args, **kwargs)
+
+    return wrapper
 
 
 @click.group()
@@ -38,7 +70,8 @@ def db_upgrade() -> None:
     """Create or upgrade the schema (idempotent)."""
     from .migrate import upgrade
 
-    upgrade()
+    with _database_errors():
+        upgrade()
     click.echo("database is up to date")
 
 
@@ -49,6 +82,7 @@ def accounts() -> None:
 
 @accounts.command("create")
 @click.argument("name")
+@_needs_schema
 def accounts_create(name: str) -> None:
     """Create an account; prints {"id", "api_key"} (the key is shown only this once)."""
     from .accounts import create_account
@@ -68,6 +102,7 @@ def accounts_create(name: str) -> None:
 @click.argument("event_type")
 @click.option("--data", "data_json", required=True, help="the event's data as a JSON object")
 @click.option("--idempotency-key", default=None, help="the same key returns the same event")
+@_needs_schema
 def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str | None) -> None:
     """Emit one event; prints {"event_id"}."""
     from .emit import emit_event

@@ -8,6 +8,7 @@ variable instead of failing later somewhere deep in a delivery.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import os
 import re
@@ -19,7 +20,8 @@ from .errors import ConfigError
 
 __all__ = ["Settings", "get_settings", "load_settings", "reset_settings_cache"]
 
-_VERSION_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# ASCII digits only: \d would also take "٢٠٢٦-٠٧-٣٠", which then broke every delivery.
+_VERSION_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 _SERVICE_NAME_RE = re.compile(r"^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -59,6 +61,10 @@ class Settings:
     # Where the web processes count those limits together ("memory://": per process).
     rate_limit_storage_url: str = "memory://"
     max_subscriptions: int = 100
+    secure_cookies: bool = True
+    trusted_proxies: int = 0
+    hsts_max_age: int = 365 * 24 * 3600
+    metrics_token: str | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     @property
@@ -136,8 +142,19 @@ def _matching(env, name: str, default: str, pattern: re.Pattern, what: str) -> s
     raw = _get(env, name)
     if raw is None or raw == "":
         return default
-    if not pattern.match(raw):
+    if not pattern.fullmatch(raw):
         raise ConfigError(f"{name} must be {what}, got {raw!r}")
+    return raw
+
+
+def _version(env) -> str:
+    """WEBHOOKS_VERSION: a real calendar date written YYYY-MM-DD in ASCII digits."""
+    name = "WEBHOOKS_VERSION"
+    raw = _matching(env, name, Settings.version, _VERSION_RE, "a YYYY-MM-DD date in ASCII digits")
+    try:
+        dt.date.fromisoformat(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a real calendar date (YYYY-MM-DD), got {raw!r}") from None
     return raw
 
 
@@ -174,6 +191,25 @@ def _ca_bundle(env) -> str | None:
     if b"-----BEGIN CERTIFICATE-----" not in head:
         raise ConfigError(f"WEBHOOKS_CA_BUNDLE names {raw!r}, which holds no PEM certificate")
     return str(path.absolute())
+
+
+MIN_METRICS_TOKEN_LENGTH = 16
+_TOKEN_RE = re.compile(r"[!-~]+")  # printable ASCII, no space: it travels in a header
+
+
+def _metrics_token(env) -> str | None:
+    """WEBHOOKS_METRICS_TOKEN: the bearer token GET /metrics asks for; None leaves it open."""
+    name = "WEBHOOKS_METRICS_TOKEN"
+    raw = _get(env, name)
+    if not raw:
+        return None
+    if not _TOKEN_RE.fullmatch(raw) or len(raw) < MIN_METRICS_TOKEN_LENGTH:
+        raise ConfigError(
+            f"{name} must be at least {MIN_METRICS_TOKEN_LENGTH} printable ASCII characters "
+            f"without spaces (it is sent as 'Authorization: Bearer <token>'); got {len(raw)} "
+            "characters"
+        )
+    return raw
 
 
 def _log_level(env) -> str:
@@ -249,7 +285,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "WEBHOOKS_SERVICE_NAME", "Service", _SERVICE_NAME_RE,
             "letters and digits, optionally joined by hyphens (it goes into header names)",
         ),
-        version=_matching(env, "WEBHOOKS_VERSION", "2026-07-30", _VERSION_RE, "a YYYY-MM-DD date"),
+        version=_version(env),
         timeout=_positive_number(env, "WEBHOOKS_TIMEOUT", 15.0),
         allow_private_targets=_boolean(env, "WEBHOOKS_ALLOW_PRIVATE_TARGETS", False),
         countdown_limit=countdown_limit,
@@ -284,6 +320,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         max_subscriptions=_positive_number(
             env, "WEBHOOKS_MAX_SUBSCRIPTIONS", 100, integer=True, allow_zero=True
         ),
+        # False only where the web process is served over plain http (webhooks dev).
+        secure_cookies=_boolean(env, "WEBHOOKS_SECURE_COOKIES", True),
+        trusted_proxies=_positive_number(
+            env, "WEBHOOKS_TRUSTED_PROXIES", 0, integer=True, allow_zero=True
+        ),
+        hsts_max_age=_positive_number(
+            env, "WEBHOOKS_HSTS_MAX_AGE", 365 * 24 * 3600, integer=True, allow_zero=True
+        ),
+        metrics_token=_metrics_token(env),
     )
 
 

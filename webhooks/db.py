@@ -17,6 +17,7 @@ from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from .config import get_settings
+from .datadir import create_private_file, private_dir
 
 __all__ = ["make_engine", "get_engine", "get_sessionmaker", "session_scope", "dispose_engine"]
 
@@ -50,6 +51,18 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _prepare_sqlite_file(database: str) -> None:
+    """The database file, mode 0600, in a folder of mode 0700 (see webhooks/datadir.py).
+
+    A folder that exists and is not the data folder is left as it is: the
+    operator chose it (it may be /tmp).
+    """
+    path = Path(database).absolute()
+    if path.parent == get_settings().data_dir or not path.parent.exists():
+        private_dir(path.parent)
+    create_private_file(path)
+
+
 def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
     """A new engine for ``url`` with the settings this service needs.
 
@@ -60,7 +73,7 @@ def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            _prepare_sqlite_file(parsed.database)
         engine = create_engine(
             url,
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import IO
 
 from .config import load_settings
+from .datadir import PRIVATE_FILE_MODE, private_dir
 
 __all__ = ["DEV_DEFAULTS", "dev_environment", "process_specs", "run"]
 
@@ -56,6 +57,9 @@ DEV_DEFAULTS = {
     # After a crash, the sweep re-sends deliveries whose broker message died
     # with the worker once they are this many seconds overdue (production: 120).
     "WEBHOOKS_RECOVER_AFTER": "10",
+    # The web process serves plain http on this machine: a Secure cookie would
+    # never come back, and nobody could stay signed in to the dashboard.
+    "WEBHOOKS_SECURE_COOKIES": "false",
 }
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
@@ -248,7 +252,7 @@ class Supervisor:
 
 def _lock_data_dir(data_dir: Path):
     """Hold an exclusive lock on the data folder for as long as this process lives."""
-    handle = open(data_dir / "dev.lock", "a+")
+    handle = open(os.open(data_dir / "dev.lock", os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE), "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -281,7 +285,7 @@ def run(*, host: str = "127.0.0.1", port: int = 5000) -> int:
     """``webhooks dev``: prepare, migrate, supervise; returns the exit status."""
     env = dev_environment(dict(os.environ), port=port)
     settings = load_settings(env)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(settings.data_dir)
     lock = _lock_data_dir(settings.data_dir)
     if lock is None:
         print(f"error: webhooks dev is already running on {settings.data_dir} "

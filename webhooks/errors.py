@@ -4,6 +4,7 @@
 
     WebhooksError
      ├── ConfigError          a WEBHOOKS_* variable has a value that cannot be used
+ ├── SchemaNotReady       the database's schema is missing, older or newer than this code's
      ├── InvalidEvent         (also ValueError) unknown event type or data that fails its schema
      ├── NotFound             an object does not exist or belongs to another account
      ├── Conflict             a state transition that the object's state does not allow
@@ -21,6 +22,7 @@ from __future__ import annotations
 __all__ = [
     "WebhooksError",
     "ConfigError",
+    "SchemaNotReady",
     "InvalidEvent",
     "NotFound",
     "Conflict",
@@ -36,6 +38,10 @@ class WebhooksError(Exception):
 
 class ConfigError(WebhooksError):
     """A configuration variable is malformed; the message names the variable."""
+
+
+class SchemaNotReady(WebhooksError):
+    """The database is not at this version's schema revision; the message says what to run."""
 
 
 class InvalidEvent(WebhooksError, ValueError):

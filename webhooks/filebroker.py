@@ -24,6 +24,8 @@ from kombu.transport import filesystem
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
 
+from .datadir import PRIVATE_FILE_MODE
+
 __all__ = ["Transport", "PARTIAL_SUFFIX"]
 
 # kombu's reader takes a file only if the name after its first dot is exactly
@@ -32,6 +34,11 @@ PARTIAL_SUFFIX = ".part"
 
 
 log = logging.getLogger(__name__)
+
+
+def _private(path: str, flags: int) -> int:
+    """Open a new message file mode 0600: the data folder is its owner's alone (datadir.py)."""
+    return os.open(path, flags, PRIVATE_FILE_MODE)
 
 
 class Channel(filesystem.Channel):
@@ -58,7 +65,7 @@ class Channel(filesystem.Channel):
         final = os.path.join(self.data_folder_out, name)
         partial = final + PARTIAL_SUFFIX
         try:
-            with open(partial, "wb") as file:
+            with open(partial, "wb", opener=_private) as file:
                 file.write(str_to_bytes(dumps(payload)))
             os.replace(partial, final)
         except OSError as exc:

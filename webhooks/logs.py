@@ -25,7 +25,7 @@ import re
 import sys
 from typing import TextIO
 
-__all__ = ["CONTEXT_FIELDS", "JsonFormatter", "configure_logging", "redact"]
+__all__ = ["CONTEXT_FIELDS", "JsonFormatter", "configure_logging", "redact", "mask_url_passwords"]
 
 CONTEXT_FIELDS = (
     "event_id",
@@ -39,14 +39,27 @@ CONTEXT_FIELDS = (
 )
 
 _SECRETS = re.compile(r"\b(whsec_|whk_)[A-Za-z0-9_\-]+")
-_URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/@\s]*):[^@/\s]+@")
+# The password runs to the *last* "@" of the authority, as urllib3 and urlsplit read it
+# ("https://u:p@ss@host/": the password is "p@ss"); the user part may hold an "@" too.
+_URL_PASSWORD = re.compile(
+    r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/?#\s]*):[^/?#\s]+@"
+)
 _HANDLER_MARK = "_webhooks_json_handler"
+
+
+def mask_url_passwords(text: str, placeholder: str = "***") -> str:
+    """``text`` with the password of every ``scheme://user:password@`` replaced by ``placeholder``.
+
+    ``https://user:s3cret@host/path`` becomes ``https://user:***@host/path``:
+    what API answers and dashboard pages show of a subscription's URL.
+    """
+    return _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{placeholder}@", text)
 
 
 def redact(text: str) -> str:
     """``text`` with signing secrets, API keys and URL passwords masked."""
     text = _SECRETS.sub(lambda m: m.group(1) + "[redacted]", text)
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:[redacted]@", text)
+    return mask_url_passwords(text, "[redacted]")
 
 
 class JsonFormatter(logging.Formatter):

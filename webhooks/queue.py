@@ -14,11 +14,15 @@ import threading
 import time
 from typing import Iterable
 
+from pathlib import Path
+
 from celery import Celery
+from celery.beat import PersistentScheduler
 
 from .config import get_settings
+from .datadir import private_dir, private_file, private_umask
 
-__all__ = ["celery_app", "DELIVER_TASK", "SWEEP_TASK", "publish", "request_sweep"]
+__all__ = ["celery_app", "DELIVER_TASK", "SWEEP_TASK", "publish", "request_sweep", "PrivateScheduler"]
 
 log = logging.getLogger(__name__)
 
@@ -30,10 +34,27 @@ BROKER_DOWN_BACKOFF_S = 5.0
 def _make_app() -> Celery:
     settings = get_settings()
     if settings.is_embedded_broker:
-        (settings.broker_folder / "control").mkdir(parents=True, exist_ok=True)
+        for folder in (settings.data_dir, settings.broker_folder, settings.broker_folder / "control"):
+            private_dir(folder)
     app = Celery("webhooks")
     app.config_from_object("celeryconfig")
     return app
+
+
+class PrivateScheduler(PersistentScheduler):
+    """beat's shelve schedule, created mode 0600 in a folder of mode 0700 (webhooks/datadir.py).
+
+    shelve offers no mode argument, so the file is opened under umask 077
+    (beat opens it once, at start, before it sends anything).
+    """
+
+    def _open_schedule(self):
+        path = Path(self.schedule_filename)
+        private_dir(path.parent)
+        for suffix in self.known_suffixes:  # a schedule made by an older version
+            private_file(path.with_name(path.name + suffix))
+        with private_umask():
+            return super()._open_schedule()
 
 
 celery_app = _make_app()

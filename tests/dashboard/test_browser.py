@@ -37,6 +37,8 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 ENV = {
+    # The live server below speaks plain http: a Secure cookie would not come back.
+    "WEBHOOKS_SECURE_COOKIES": "false",
     "WEBHOOKS_DATABASE_URL": PG_URL,
     "WEBHOOKS_BROKER_URL": REDIS_URL,
     "WEBHOOKS_RETRY_DELAYS": "1,1,1,1,1",

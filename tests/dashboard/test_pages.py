@@ -61,7 +61,7 @@ def test_a_wrong_key_is_refused_and_a_right_one_signs_in(client, alice):
     assert "Overview" in text(response) and "alice" in text(response)
 
 
-def test_the_session_cookie_holds_the_account_id_only_and_is_httponly_lax(client, alice):
+def test_the_session_cookie_holds_the_account_id_only_and_is_secure_httponly_lax(client, alice):
     page = text(client.get("/dashboard/"))
     response = client.post("/dashboard/sign-in",
                            data={"csrf_token": csrf_token(page), "api_key": alice.api_key})
@@ -70,6 +70,7 @@ def test_the_session_cookie_holds_the_account_id_only_and_is_httponly_lax(client
                   if h.startswith("webhooks_session="))
     flags = [part.strip().lower() for part in cookie.split(";")]
     assert "httponly" in flags
+    assert "secure" in flags  # WEBHOOKS_SECURE_COOKIES defaults to true
     assert "samesite=lax" in flags
     assert "path=/dashboard" in flags
     assert any(flag.startswith("expires=") for flag in flags)
@@ -84,6 +85,23 @@ def test_the_session_cookie_holds_the_account_id_only_and_is_httponly_lax(client
     content = json.loads(decoded)
     assert content == {"account_id": alice.account_id, "_permanent": True}
     assert alice.api_key not in cookie
+
+
+def test_the_session_cookie_is_not_secure_where_secure_cookies_are_off(db, redis_broker, data_dir,
+                                                                       alice, monkeypatch):
+    """WEBHOOKS_SECURE_COOKIES=false (set by webhooks dev, which serves plain http)."""
+    from web import create_app
+    from webhooks.config import reset_settings_cache
+
+    monkeypatch.setenv("WEBHOOKS_SECURE_COOKIES", "false")
+    reset_settings_cache()
+    client = create_app({"TESTING": True}).test_client()
+    page = text(client.get("/dashboard/"))
+    response = client.post("/dashboard/sign-in",
+                           data={"csrf_token": csrf_token(page), "api_key": alice.api_key})
+    cookie = next(h for h in response.headers.getlist("Set-Cookie")
+                  if h.startswith("webhooks_session="))
+    assert "secure" not in [part.strip().lower() for part in cookie.split(";")]
 
 
 def test_pages_need_a_sign_in_and_come_back_after_it(client, alice):

@@ -31,7 +31,7 @@ from ..schemas import (
     SubscriptionWithSecretSchema,
     TestSentSchema,
 )
-from ..targets import check_target_allowed
+from ..targets import check_target_allowed, url_to_store
 from ..transaction import after_commit, db_session
 from .prefix import API_PREFIX
 
@@ -141,7 +141,7 @@ def update(subscription_id: str) -> Response:
         subscription.event_types = body["event_types"]
     if "url" in body:
         check_target_allowed(body["url"])
-        subscription.url = body["url"]
+        subscription.url = url_to_store(body["url"], subscription.url)
     if "description" in body:
         subscription.description = body["description"]
     db_session().flush()

@@ -35,6 +35,8 @@ def register_dashboard(app: Flask) -> None:
     app.config.update(
         SESSION_COOKIE_NAME="webhooks_session",
         SESSION_COOKIE_HTTPONLY=True,
+        # Sent over https only; WEBHOOKS_SECURE_COOKIES=false for plain http (webhooks dev).
+        SESSION_COOKIE_SECURE=get_settings().secure_cookies,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_PATH="/dashboard",
         # Signed cookies carry their age: the server refuses one older than this.

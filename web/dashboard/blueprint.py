@@ -29,6 +29,7 @@ from flask_limiter import RateLimitExceeded
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
+from webhooks.logs import mask_url_passwords
 from webhooks.models import Account
 
 from ..errors import rate_limit_exceeded
@@ -129,6 +130,12 @@ def _when(value: dt.datetime | None) -> str:
     if value is None:
         return "—"
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@bp.app_template_filter("masked_url")
+def _masked_url(url: str | None) -> str:
+    """A subscription URL as pages show it: ``https://user:***@host/path`` (never its password)."""
+    return mask_url_passwords(url or "")
 
 
 @bp.app_template_filter("pretty_json")

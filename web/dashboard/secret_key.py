@@ -1,7 +1,7 @@
 """The key that signs the dashboard's session cookie (and its CSRF tokens).
 
 ``WEBHOOKS_SECRET_KEY`` when it is set. Otherwise a random key is made once
-and kept in ``<data dir>/secret_key`` (mode 0600), so a restart keeps people
+and kept in ``<data dir>/secret_key`` (mode 0600, folder 0700), so a restart keeps people
 signed in and the several workers of one gunicorn agree on it. Several web
 hosts that do not share a data folder must set ``WEBHOOKS_SECRET_KEY``. The
 key is never logged.
@@ -15,6 +15,7 @@ import secrets
 from pathlib import Path
 
 from webhooks.config import Settings
+from webhooks.datadir import private_dir
 
 __all__ = ["ENV_VAR", "FILE_NAME", "session_secret_key"]
 
@@ -39,7 +40,7 @@ def _persisted_key(folder: Path) -> str:
     existing = _read(path)
     if existing:
         return existing
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(folder)
     # Written whole under a private name, then linked into place: link() fails
     # if another worker got there first, and nobody ever reads a half-written key.
     temporary = folder / f".{FILE_NAME}.{os.getpid()}.{secrets.token_hex(4)}"

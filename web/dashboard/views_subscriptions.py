@@ -17,7 +17,7 @@ from webhooks.models import Subscription, SubscriptionStatus, utcnow
 
 from ..errors import ApiError
 from ..ratelimit import check_send_test
-from ..targets import check_target_allowed
+from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import after_commit, db_session
 from . import queries
 from .blueprint import bp, current_account
@@ -138,7 +138,7 @@ def edit_subscription(subscription_id: str):
     subscription = _own(subscription_id)
     form = SubscriptionForm()
     if not form.is_submitted():
-        form.url.data = subscription.url
+        form.url.data = shown_url(subscription.url)  # saved back unchanged, it keeps the password
         form.description.data = subscription.description or ""
         if subscription.event_types is None:
             form.filter_mode.data = ALL_TYPES
@@ -146,7 +146,7 @@ def edit_subscription(subscription_id: str):
             form.filter_mode.data = ONLY_TYPES
             form.event_types.data = list(subscription.event_types)
     elif form.validate() and not _target_refused(form):
-        subscription.url = form.url.data
+        subscription.url = url_to_store(form.url.data, subscription.url)
         subscription.event_types = form.chosen_event_types()
         subscription.description = form.chosen_description()
         db_session().flush()
@@ -210,6 +210,7 @@ def delete_subscription(subscription_id: str):
         return render_template("dashboard/subscription_delete.html", subscription=subscription)
     store.delete_subscription(db_session(), subscription.id, utcnow())
     log.info("subscription deleted in the dashboard", extra=_ids(subscription))
-    flash(f"Subscription to {subscription.url} deleted. Its delivery history stays listed.",
+    # Flash messages travel in the session cookie: never a password there.
+    flash(f"Subscription to {shown_url(subscription.url)} deleted. Its delivery history stays listed.",
           "success")
     return redirect(url_for("dashboard.subscriptions"))

@@ -11,7 +11,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.models import SubscriptionStatus
 
-from ..targets import MAX_URL_LENGTH, url_problem
+from ..targets import MAX_URL_LENGTH, shown_url, url_problem
 from .common import PageQuerySchema, Text, UTCTimestamp, next_cursor_field
 
 __all__ = [
@@ -44,6 +44,13 @@ class TargetURL(Text):
         if problem:
             raise ValidationError(problem)
         return value
+
+
+class ShownURL(fields.String):
+    """The endpoint as answers show it: a password in it is masked (``user:***@host``)."""
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return None if value is None else shown_url(value)
 
 
 def _no_duplicates(names: list) -> None:
@@ -95,7 +102,11 @@ class SubscriptionSchema(Schema):
     """A subscription as the API shows it (CONTRACT 5), without its secret."""
 
     id = fields.UUID(required=True)
-    url = fields.String(required=True)
+    url = ShownURL(
+        required=True,
+        metadata={"description": "the endpoint; a password in it is shown as `***` (sending it "
+                                 "back unchanged in a PATCH keeps the stored one)"},
+    )
     event_types = fields.List(fields.String(), required=True, allow_none=True)
     description = fields.String(required=True, allow_none=True)
     status = fields.String(
