@@ -30,7 +30,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     if config:
         app.config.update(config)
-    # Answer keys in the order the schemas declare them (id first, envelope in SPEC order).
+    # Answer keys in the order the schemas declare them (id first, envelope in its documented order).
     app.json.sort_keys = False
     security.init_app(app, settings)
     transaction.init_app(app)
@@ -41,7 +41,7 @@ def create_app(config: dict | None = None) -> Flask:
     )
     register_error_handlers(app)
     register_api(app)
-    # Operations and the dashboard (CONTRACT 5b): /healthz, /metrics, /dashboard/,
+    # Operations and the dashboard (README, "Operations"): /healthz, /metrics, /dashboard/,
     # and JSON log lines (webhooks/logs.py) outside tests.
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)

@@ -109,7 +109,7 @@ def _add_envelope_components(spec: APISpec) -> None:
     spec.components.schema(
         "Envelope",
         {
-            "description": "SPEC 2.2: the body of every delivery; `data` depends on `type`.",
+            "description": "The body of every delivery (docs/events.md); `data` depends on `type`.",
             "oneOf": [{"$ref": ref} for ref in refs.values()],
             "discriminator": {"propertyName": "type", "mapping": refs},
         },

@@ -1,4 +1,4 @@
-"""The catalogue of the 15 event types (SPEC section 6) and validation of their data.
+"""The catalogue of the 15 event types (docs/events.md) and validation of their data.
 
 ``CATALOGUE`` is the one ordered list of what the service can emit: each entry
 has its name, a one-line description of when it fires, and the marshmallow
@@ -50,7 +50,7 @@ _DESCRIPTIONS: dict[str, str] = {
     "test.ping": "Sent when the subscriber clicks Send test in the dashboard.",
 }
 
-#: All event types, in SPEC section 6 order (the order of DATA_SCHEMAS).
+#: All event types, in the catalogue's order (docs/events.md) (the order of DATA_SCHEMAS).
 CATALOGUE: tuple[EventType, ...] = tuple(
     EventType(name, _DESCRIPTIONS[name], schema) for name, schema in DATA_SCHEMAS.items()
 )

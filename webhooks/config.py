@@ -1,4 +1,4 @@
-"""Settings read once from the environment (CONTRACT.md section 1).
+"""Settings read once from the environment (README, "Configuration").
 
 Every process (web, worker, scheduler, CLI, and ``emit_event()`` in the
 caller's process) calls :func:`get_settings`; the values are parsed and

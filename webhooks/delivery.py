@@ -65,7 +65,7 @@ def rules_of(settings: Settings) -> policy.Rules:
 
 
 def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[str, str]:
-    """The seven headers of SPEC 2.4, signed with ``timestamp`` (unix seconds, taken at send time)."""
+    """The delivery headers (docs/events.md, "Headers and signature"), signed with ``timestamp`` (unix seconds, taken at send time)."""
     header = settings.header
     return {
         "Content-Type": "application/json",

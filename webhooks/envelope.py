@@ -1,4 +1,4 @@
-"""Build the event envelope (SPEC 2.2) and serialise it to bytes, once per event.
+"""Build the event envelope (docs/events.md) and serialise it to bytes, once per event.
 
 The bytes are stored with the event and sent unchanged on every attempt to
 every subscription, so a receiver can verify the signature over the raw body.

@@ -1,4 +1,4 @@
-"""Which IP addresses a delivery may connect to (CONTRACT 1, WEBHOOKS_ALLOW_PRIVATE_TARGETS).
+"""Which IP addresses a delivery may connect to (WEBHOOKS_ALLOW_PRIVATE_TARGETS).
 
 It judges an address that has already been resolved. transport.py calls it
 on every address it is about to connect to, so a host name that resolves to

@@ -68,7 +68,7 @@ _BY_FIELD: dict[str, Any] = {
 
 # Where one type needs a value that differs from the shared table.
 _BY_TYPE: dict[str, dict[str, Any]] = {
-    "reply.received": {"phone": None},  # an email reply has no phone (SPEC 2.3)
+    "reply.received": {"phone": None},  # an email reply has no phone (docs/events.md, reply.received)
     "email.sent": {"from_email": "sam.carter@mail.example.com",
                    "subject": "Quick question about your onboarding"},
     "mailbox.connected": {"email": "sam.carter@mail.example.com"},

@@ -12,7 +12,7 @@ loads to the very value it was given (``schema.load(data) == data``):
 - UUIDs are canonical: lowercase, hyphenated, 36 characters;
 - data timestamps are ISO 8601 in UTC with the ``+00:00`` suffix
   (``2026-07-30T12:00:00+00:00``, optional fraction of up to 6 digits);
-  the envelope's ``created_at`` uses the ``Z`` suffix instead (SPEC 2.2).
+  the envelope's ``created_at`` uses the ``Z`` suffix instead (docs/events.md).
 
 Fields and their bounds are documented per type in ``docs/events.md``.
 """
@@ -206,7 +206,7 @@ class _DataSchema(Schema):
 
 
 class ReplyReceivedSchema(_DataSchema):
-    """SPEC 2.3: a reply arrived on any channel and was classified."""
+    """reply.received (docs/events.md): a reply arrived on any channel and was classified."""
 
     reply_id = CanonicalUUID()
     channel = _one_of("email", "chat", "sms", "webhook")
@@ -230,7 +230,7 @@ class ReplyReceivedSchema(_DataSchema):
     @validates_schema
     def _check_channel(self, data, **kwargs):
         # The sender's address follows from the channel: an email reply has an
-        # address and no phone (SPEC 2.3); SMS and chat replies come from a number.
+        # address and no phone (docs/events.md); SMS and chat replies come from a number.
         if data["channel"] == "email":
             if data["from_email"] is None:
                 raise ValidationError("Required when channel is 'email'.", "from_email")
@@ -381,7 +381,7 @@ class TestPingSchema(_DataSchema):
     subscription_id = CanonicalUUID()
 
 
-#: Each event type's data schema, in SPEC section 6 order.
+#: Each event type's data schema, in the catalogue's order (docs/events.md).
 DATA_SCHEMAS: dict[str, type[Schema]] = {
     "reply.received": ReplyReceivedSchema,
     "email.sent": EmailSentSchema,
@@ -409,7 +409,7 @@ def _calendar_date(value: str) -> None:
 
 
 class EnvelopeSchema(_DataSchema):
-    """SPEC 2.2: the request body of every delivery; ``data`` is checked by type."""
+    """The envelope (docs/events.md): the request body of every delivery; ``data`` is checked by type."""
 
     version = StrictString(
         validate=[validate.Regexp(_DATE_RE, error="Must be YYYY-MM-DD."), _calendar_date]

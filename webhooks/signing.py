@@ -1,4 +1,4 @@
-"""Sign and verify deliveries (SPEC section 5). Standard library only.
+"""Sign and verify deliveries (docs/events.md, "Headers and signature"). Standard library only.
 
 A receiver may copy this one module into its own code base. The signed
 message is ``f"{timestamp}.".encode() + body`` where ``body`` is the exact
@@ -14,7 +14,7 @@ import time
 
 __all__ = ["sign", "verify", "InvalidSignature", "DEFAULT_TOLERANCE"]
 
-DEFAULT_TOLERANCE = 300  # seconds, either side of the receiver's clock (SPEC 5.6)
+DEFAULT_TOLERANCE = 300  # seconds, either side of the receiver's clock 
 
 
 class InvalidSignature(ValueError):

@@ -1,4 +1,4 @@
-"""The HTTP API under ``/api/webhooks/``: one blueprint per resource (CONTRACT 5)."""
+"""The HTTP API under ``/api/webhooks/``: one blueprint per resource (docs/api.md)."""
 
 from __future__ import annotations
 

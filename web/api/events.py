@@ -2,7 +2,7 @@
 
 Neither route needs an API key: they describe the service, not an account.
 Samples are generated afresh on every call (new ids, the current time), as
-envelopes exactly like a delivery's body (SPEC 2.2).
+envelopes exactly like a delivery's body (docs/events.md).
 """
 
 from __future__ import annotations

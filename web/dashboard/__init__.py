@@ -1,4 +1,4 @@
-"""The dashboard (SPEC 4.3): server-rendered pages where a subscriber signs in with an
+"""The dashboard (README, "Dashboard"): server-rendered pages where a subscriber signs in with an
 API key, subscribes endpoints, sends a test, replays and resumes.
 
 Flask + Jinja templates (``web/templates/dashboard/``) and one plain stylesheet

@@ -57,7 +57,7 @@ class AttemptSchema(Schema):
 
 
 class DeliverySchema(Schema):
-    """A delivery as the API shows it (CONTRACT 5), attempts in order of number."""
+    """A delivery as the API shows it (docs/api.md), attempts in order of number."""
 
     id = fields.UUID(required=True)
     event_id = fields.UUID(required=True)

@@ -47,7 +47,7 @@ def _camel(name: str) -> str:
 
 
 def _envelope_schema(event_type: EventType) -> type[Schema]:
-    """SPEC 2.2 for one type: version, id, type, mode, created_at (UTC, ``Z``), data."""
+    """The envelope (docs/events.md) for one type: version, id, type, mode, created_at (UTC, ``Z``), data."""
     return Schema.from_dict(
         {
             "version": fields.String(

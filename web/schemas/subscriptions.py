@@ -1,6 +1,6 @@
 """Subscription resources: the request bodies of create and update, and the responses.
 
-A subscription is shown without its ``secret`` except where CONTRACT 5 says
+A subscription is shown without its ``secret`` except where docs/api.md says
 so (create, get one, rotate-secret): lists and other answers leave it out.
 """
 
@@ -99,7 +99,7 @@ class SubscriptionUpdateSchema(Schema):
 
 
 class SubscriptionSchema(Schema):
-    """A subscription as the API shows it (CONTRACT 5), without its secret."""
+    """A subscription as the API shows it (docs/api.md), without its secret."""
 
     id = fields.UUID(required=True)
     url = ShownURL(
