@@ -71,6 +71,7 @@ def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
     each time a connection is taken from the pool.
     """
     parsed = make_url(url)
+    settings = get_settings()
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             _prepare_sqlite_file(parsed.database)
@@ -89,8 +90,8 @@ def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
         url,
         pool_pre_ping=pre_ping,
         hide_parameters=True,
-        pool_size=int(os.environ.get("WEBHOOKS_DB_POOL_SIZE", "5")),
-        max_overflow=int(os.environ.get("WEBHOOKS_DB_MAX_OVERFLOW", "10")),
+        pool_size=settings.db_pool_size,
+        max_overflow=settings.db_max_overflow,
     )
 
 

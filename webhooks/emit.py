@@ -19,18 +19,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from . import publisher
-from .catalogue import validate_data
 from .config import Settings, get_settings
 from .db import get_sessionmaker
-from .envelope import build_envelope, serialise
-from .errors import InvalidEvent, NotFound
+from .errors import NotFound
+from .event_input import envelope_bytes, validate_input
 from .models import Account, Delivery, Event, Subscription, new_id, utcnow
 from .outbox import Dispatch, publish_after_commit
 from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
 
 __all__ = ["emit_event", "send_test", "EmittedEvent"]
 
-MAX_IDEMPOTENCY_KEY = 255
 
 
 @dataclass(frozen=True)
@@ -42,60 +40,6 @@ class EmittedEvent:
     created_at: dt.datetime
     delivery_ids: tuple[str, ...]
     duplicate: bool = False
-
-
-def _validate(account_id, event_type, data, idempotency_key) -> None:
-    """Check every input; raise InvalidEvent naming the bad fields."""
-    if not isinstance(account_id, str) or not account_id:
-        raise InvalidEvent("account_id must be a non-empty string", {"account_id": ["required"]})
-    if not _storable(account_id):
-        raise InvalidEvent(
-            "account_id must not contain NUL characters or unpaired surrogates",
-            {"account_id": ["invalid"]},
-        )
-    if idempotency_key is not None and (
-        not isinstance(idempotency_key, str)
-        or not 0 < len(idempotency_key) <= MAX_IDEMPOTENCY_KEY
-        or not _storable(idempotency_key)
-    ):
-        raise InvalidEvent(
-            f"idempotency_key must be a string of 1 to {MAX_IDEMPOTENCY_KEY} characters, "
-            "without NUL characters or unpaired surrogates",
-            {"idempotency_key": ["invalid"]},
-        )
-    errors = validate_data(event_type, data)
-    if errors:
-        fields = ", ".join(sorted(errors))
-        raise InvalidEvent(f"invalid {event_type!r} event; offending fields: {fields}", errors)
-
-
-def _storable(text: str) -> bool:
-    """False for a NUL (PostgreSQL text cannot hold it) or an unpaired surrogate (not UTF-8)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _envelope_bytes(event_id, event_type, data, created_at, settings: Settings) -> bytes:
-    envelope = build_envelope(
-        event_id=event_id, event_type=event_type, data=data, created_at=created_at,
-        version=settings.version,
-    )
-    try:
-        body = serialise(envelope)
-    except (TypeError, ValueError) as exc:
-        raise InvalidEvent(f"data is not serialisable as JSON: {exc}", {"data": [str(exc)]}) from None
-    if len(body) > settings.max_payload_bytes:
-        raise InvalidEvent(
-            f"the event is {len(body)} bytes; WEBHOOKS_MAX_PAYLOAD_BYTES allows "
-            f"{settings.max_payload_bytes}",
-            {"data": ["payload too large"]},
-        )
-    return body
 
 
 accounts_table = Account.__table__
@@ -226,9 +170,9 @@ def _store(
 
 def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None):
     """Validate and store in ``session``'s transaction; returns the event and what to publish."""
-    _validate(account_id, event_type, data, idempotency_key)
+    validate_input(account_id, event_type, data, idempotency_key)
     event_id, created_at = new_id(), utcnow()
-    body = _envelope_bytes(event_id, event_type, data, created_at, settings)
+    body = envelope_bytes(event_id, event_type, data, created_at, settings)
     connection = session.connection()
     if only_subscription is None:
         targets = _targets(connection, account_id, event_type)

@@ -22,13 +22,37 @@ from celery.beat import PersistentScheduler
 from .config import get_settings
 from .datadir import private_dir, private_file, private_umask
 
-__all__ = ["celery_app", "DELIVER_TASK", "SWEEP_TASK", "publish", "request_sweep", "PrivateScheduler"]
+__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "publish", "request_sweep", "PrivateScheduler"]
 
 log = logging.getLogger(__name__)
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
 BROKER_DOWN_BACKOFF_S = 5.0
+
+
+_app_lock = threading.Lock()
+
+
+def get_app() -> Celery:
+    """This process's Celery app, configured from celeryconfig (the settings) on first use.
+
+    ``queue.celery_app`` is the same object; nothing is built, and no folder
+    made, until something publishes or a worker starts.
+    """
+    app = globals().get("celery_app")  # set once built, or replaced by a test
+    if app is None:
+        with _app_lock:
+            app = globals().get("celery_app")
+            if app is None:
+                app = globals()["celery_app"] = _make_app()
+    return app
+
+
+def __getattr__(name: str):
+    if name == "celery_app":
+        return get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _make_app() -> Celery:
@@ -56,8 +80,6 @@ class PrivateScheduler(PersistentScheduler):
         with private_umask():
             return super()._open_schedule()
 
-
-celery_app = _make_app()
 
 _state_lock = threading.Lock()
 _broker_down_until = 0.0
@@ -90,12 +112,13 @@ def publish(dispatches: Iterable) -> list:
         return pending
     sent = 0
     try:
-        with celery_app.producer_or_acquire() as producer:
+        app = get_app()
+        with app.producer_or_acquire() as producer:
             for start in range(0, len(pending), PUBLISH_BATCH):
                 batch = pending[start:start + PUBLISH_BATCH]
                 with producer.batch(max_size=len(batch)):
                     for item in batch:
-                        celery_app.send_task(
+                        app.send_task(
                             DELIVER_TASK,
                             args=(item.delivery_id, item.attempt_count),
                             countdown=item.countdown,
@@ -115,7 +138,7 @@ def request_sweep() -> bool:
     if _broker_marked_down():
         return False
     try:
-        celery_app.send_task(SWEEP_TASK)
+        get_app().send_task(SWEEP_TASK)
         return True
     except Exception as exc:  # noqa: BLE001
         log.warning("broker publish of a sweep failed: %s", type(exc).__name__)

@@ -5,9 +5,11 @@ import logging
 from celery.signals import setup_logging
 
 from webhooks.logs import configure_logging
-from webhooks.queue import celery_app as app
+from webhooks.queue import get_app
 
 from . import tasks  # noqa: F401  (registers the tasks on the app)
+
+app = get_app()  # `celery -A worker` finds the app here
 
 __all__ = ["app"]
 

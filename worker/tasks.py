@@ -6,7 +6,9 @@ from sqlalchemy.exc import OperationalError
 
 from webhooks.delivery import run_attempt
 from webhooks.sweep import run_sweep
-from webhooks.queue import DELIVER_TASK, SWEEP_TASK, celery_app
+from webhooks.queue import DELIVER_TASK, SWEEP_TASK, get_app
+
+celery_app = get_app()  # the worker's entry point: the app is built here
 
 __all__ = ["deliver", "sweep"]
 

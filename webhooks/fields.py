@@ -1,0 +1,184 @@
+"""Strict marshmallow fields, and the small constructors the event schemas are made of.
+
+Every field loads to the very value it was given (``schema.load(data) ==
+data``): strings must be ``str``, integers real ``int`` (not ``bool``,
+``1.0``, ``"1"``), numbers ``int`` or finite ``float``, booleans real
+``bool``, lists real ``list``; UUIDs canonical; data timestamps ISO 8601 in
+UTC with ``+00:00``. The schemas of each type are in schemas.py.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from marshmallow import ValidationError, fields, validate
+
+__all__ = [
+    "StrictString", "StrictInteger", "StrictNumber", "StrictBoolean", "StrictList",
+    "CanonicalUUID", "Timestamp", "text", "pattern", "label", "one_of", "email", "phone",
+    "hostname", "integer", "unique",
+]
+
+# Bounds shared by several types; documented in docs/events.md.
+NAME_MAX = 200        # person, automation and conversion names
+SUBJECT_MAX = 998     # RFC 5322 line-length limit, the longest a subject header can be
+EMAIL_MAX = 254       # RFC 5321 path limit
+LABEL_MAX = 64        # classifier labels and other snake_case tokens
+URL_MAX = 2048
+USER_AGENT_MAX = 512
+DIAGNOSTIC_MAX = 1000
+DNS_VALUE_MAX = 4096  # long enough for a 4096-bit DKIM key
+MAX_ITEMS = 20        # risk_flags, DNS records
+
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# [0-9], not \d: \d also matches non-ASCII digits, which no ISO 8601 parser should see.
+TIMESTAMP_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"  # date T time
+    r"(\.[0-9]{1,6})?"                                       # fraction, microseconds at most
+    r"(Z|[+-][0-9]{2}:[0-9]{2})"                             # the offset, never left out
+)
+# validate.Regexp only anchors at the start, hence the \Z on each pattern it uses.
+DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
+LABEL_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
+PHONE_RE = re.compile(r"\+[1-9][0-9]{6,14}\Z")  # E.164
+CURRENCY_RE = re.compile(r"[A-Z]{3}\Z")         # ISO 4217 alphabetic code
+HOSTNAME_RE = re.compile(
+    r"(?=.{4,253}\Z)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?\Z"
+)
+
+
+class _Required:
+    """Mixin: a field is required unless told otherwise (one shape per type)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("required", True)
+        super().__init__(*args, **kwargs)
+
+
+class StrictString(_Required, fields.String):
+    """A ``str``, nothing else (marshmallow's String also decodes ``bytes``)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise self.make_error("invalid")
+        return value
+
+
+class StrictInteger(_Required, fields.Integer):
+    """A real ``int``: ``Integer(strict=True)`` still lets ``True`` through."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.make_error("invalid")
+        return value
+
+
+class StrictNumber(_Required, fields.Float):
+    """An ``int`` or finite ``float``, returned unchanged (``1`` stays ``1``)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.make_error("invalid")
+        if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+            raise self.make_error("special")
+        return value
+
+
+class StrictBoolean(_Required, fields.Boolean):
+    """``true`` or ``false``; not ``"true"``, ``1`` or ``"yes"``."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, bool):
+            raise self.make_error("invalid")
+        return value
+
+
+class StrictList(_Required, fields.List):
+    """A JSON array (a ``list``), not any other iterable."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, list):
+            raise self.make_error("invalid")
+        return super()._deserialize(value, attr, data, **kwargs)
+
+
+class CanonicalUUID(StrictString):
+    """A UUID string in canonical form: lowercase, hyphenated, 36 characters."""
+
+    default_error_messages = {"invalid_uuid": "Not a canonical UUID (lowercase, hyphenated)."}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if not UUID_RE.fullmatch(value):
+            raise self.make_error("invalid_uuid")
+        return value
+
+
+class Timestamp(StrictString):
+    """An ISO 8601 date-time string with an explicit offset that ends in ``suffix``.
+
+    ``suffix="+00:00"`` for the data of every type; ``"Z"`` for the envelope.
+    """
+
+    default_error_messages = {
+        "invalid_timestamp": "Not a valid ISO 8601 timestamp with a UTC offset.",
+        "wrong_suffix": "Timestamp must be in UTC and end with '{suffix}'.",
+    }
+
+    def __init__(self, *, suffix: str = "+00:00", **kwargs):
+        super().__init__(**kwargs)
+        self.suffix = suffix
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        value = super()._deserialize(value, attr, data, **kwargs)
+        if not TIMESTAMP_RE.fullmatch(value):
+            raise self.make_error("invalid_timestamp")
+        try:
+            datetime.fromisoformat(value)  # catches month 13, 25:00, Feb 30 ...
+        except ValueError as error:
+            raise self.make_error("invalid_timestamp") from error
+        if not value.endswith(self.suffix):
+            raise self.make_error("wrong_suffix", suffix=self.suffix)
+        return value
+
+
+# Small constructors, so each schema line says only what is special about a field.
+
+def text(max_length: int, *, min_length: int = 0, **kw) -> StrictString:
+    return StrictString(validate=validate.Length(min=min_length, max=max_length), **kw)
+
+
+def pattern(regex: re.Pattern, max_length: int, message: str, **kw) -> StrictString:
+    return StrictString(
+        validate=[validate.Length(max=max_length), validate.Regexp(regex, error=message)], **kw
+    )
+
+
+def label(**kw) -> StrictString:
+    return pattern(LABEL_RE, LABEL_MAX, "Must be a lowercase snake_case label.", **kw)
+
+
+def one_of(*choices: str, **kw) -> StrictString:
+    return StrictString(validate=validate.OneOf(choices), **kw)
+
+
+def email(**kw) -> StrictString:
+    return StrictString(validate=[validate.Length(max=EMAIL_MAX), validate.Email()], **kw)
+
+
+def phone(**kw) -> StrictString:
+    return pattern(PHONE_RE, 16, "Must be an E.164 phone number such as +14155550123.", **kw)
+
+
+def hostname(**kw) -> StrictString:
+    return pattern(HOSTNAME_RE, 253, "Must be a lowercase domain name.", **kw)
+
+
+def integer(low: int, high: int, **kw) -> StrictInteger:
+    return StrictInteger(validate=validate.Range(min=low, max=high), **kw)
+
+
+def unique(items: list) -> None:
+    if len(set(items)) != len(items):
+        raise ValidationError("Items must be unique.")
