@@ -18,7 +18,7 @@ from sqlalchemy import text  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 
-TABLES = "attempts, deliveries, events, subscriptions, accounts"
+TABLES = "attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,7 @@ from .models import (
 )
 from .policy import Decision, Outcome, rides_countdown
 from .prepared import PreparedStatement
+from .rollup import RECORD_CTES_PG, count_attempt
 from .store import UNPAUSABLE_TYPE, WAITING, Dispatch, hold_pending
 
 __all__ = ["Claim", "AttemptRecord", "claim", "record_attempt", "wait_for_slot", "release_waiting"]
@@ -278,15 +279,16 @@ _STATUS_AFTER = {
 }
 
 # One statement: move the delivery, insert the attempt, count toward the pause,
-# release the subscription's oldest delivery waiting for a slot. Each step
-# only happens if the delivery was still ours ("moved" is not empty).
+# release the subscription's oldest delivery waiting for a slot, count the
+# attempt in the rollups (rollup.py). Each step only happens if the delivery
+# was still ours ("moved" is not empty).
 _RECORD_PG_TEMPLATE = """
     WITH moved AS (
         UPDATE deliveries
            SET status = :status, next_attempt_at = :next_at, parked = :parked,
                claimed_at = NULL, updated_at = :now
          WHERE id = :id AND status = 'sending' AND attempt_count = :number
-        RETURNING id
+        RETURNING id, account_id
     ), recorded AS (
         INSERT INTO attempts (delivery_id, number, started_at, duration_ms, status_code,
                               error, outcome, response_excerpt)
@@ -303,7 +305,7 @@ _RECORD_PG_TEMPLATE = """
                        ORDER BY w.created_at, w.id LIMIT 1 FOR UPDATE SKIP LOCKED)
            AND EXISTS (SELECT 1 FROM moved)
         RETURNING id, attempt_count
-    )
+    ), {rollup}
     SELECT (SELECT count(*) FROM moved) AS moved,
            (SELECT consecutive_failures FROM counted) AS failures,
            (SELECT paused_at FROM counted) AS paused_at,
@@ -332,14 +334,14 @@ _RECORD_PARAMETERS = [
     ("outcome", "varchar"), ("excerpt", "text"), ("subscription_id", "varchar"),
 ]
 _RECORD_FAILURE_PG = PreparedStatement(
-    "webhooks_record_failure_v2",
-    _RECORD_PG_TEMPLATE.format(counter=_FAILURE_COUNTER_PG),
+    "webhooks_record_failure_v3",
+    _RECORD_PG_TEMPLATE.format(counter=_FAILURE_COUNTER_PG, rollup=RECORD_CTES_PG),
     [*_RECORD_PARAMETERS, ("pause_after", "integer")],
     timestamp_columns=["paused_at"],
 )
 _RECORD_SUCCESS_PG = PreparedStatement(
-    "webhooks_record_success_v2",
-    _RECORD_PG_TEMPLATE.format(counter=_SUCCESS_COUNTER_PG),
+    "webhooks_record_success_v3",
+    _RECORD_PG_TEMPLATE.format(counter=_SUCCESS_COUNTER_PG, rollup=RECORD_CTES_PG),
     _RECORD_PARAMETERS,
     timestamp_columns=["paused_at"],
 )
@@ -428,6 +430,9 @@ def _record_portable(connection: Connection, params: dict, is_failure: bool):
             error=params["error"], outcome=params["outcome"], response_excerpt=params["excerpt"],
         )
     )
+    count_attempt(connection, delivery_id=params["id"], subscription_id=params["subscription_id"],
+                  started_at=params["started_at"], outcome=params["outcome"],
+                  duration_ms=params["duration_ms"])
     return _count_toward_pause(connection, params, is_failure)
 
 
