@@ -16,8 +16,8 @@ from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
+from ..delivery_list import DeliveryFilters, delivery_page
 from ..errors import ApiError
-from ..pagination import decode_cursor, encode_cursor, older_than
 from ..params import canonical_id, load_query
 from ..responses import json_response
 from ..schemas import DeliveryListSchema, DeliveryQuerySchema, DeliverySchema, delivery_resource
@@ -31,15 +31,6 @@ bp.before_request(authenticate)
 
 _ONE = DeliverySchema()
 _PAGE = DeliveryListSchema()
-
-# The stored statuses behind each public one: an attempt in flight is still pending.
-_STORED_STATUSES = {
-    "pending": [DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value],
-    "paused": [DeliveryStatus.PAUSED.value],
-    "done": [DeliveryStatus.DONE.value],
-    "failed": [DeliveryStatus.FAILED.value],
-    "dead": [DeliveryStatus.DEAD.value],
-}
 
 _REPLAYABLE = ("failed", "dead")
 
@@ -84,28 +75,15 @@ def _own(delivery_id: str) -> Delivery:
 )
 def list_page() -> Response:
     query = load_query(DeliveryQuerySchema())
-    limit = query["limit"]
-    statement = select(Delivery).where(Delivery.account_id == current_account_id())
-    if "subscription_id" in query:
-        statement = statement.where(Delivery.subscription_id == str(query["subscription_id"]))
-    if "event_id" in query:
-        statement = statement.where(Delivery.event_id == str(query["event_id"]))
-    if "event_type" in query:
-        statement = statement.where(Delivery.event_type == query["event_type"])
-    if "status" in query:
-        statement = statement.where(Delivery.status.in_(_STORED_STATUSES[query["status"]]))
-    if "cursor" in query:
-        created_at, row_id = decode_cursor(query["cursor"])
-        statement = statement.where(
-            older_than(Delivery.created_at, Delivery.id, created_at, row_id)
-        )
-    # One row more than the page tells whether another page follows.
-    rows = db_session().scalars(
-        statement.order_by(Delivery.created_at.desc(), Delivery.id.desc()).limit(limit + 1)
-    ).all()
-    page = rows[:limit]
+    filters = DeliveryFilters(
+        status=query.get("status"),
+        event_type=query.get("event_type"),
+        subscription_id=str(query["subscription_id"]) if "subscription_id" in query else None,
+        event_id=str(query["event_id"]) if "event_id" in query else None,
+        cursor=query.get("cursor"),
+    )
+    page, next_cursor = delivery_page(db_session(), current_account_id(), filters, query["limit"])
     attempts = _attempts_of([delivery.id for delivery in page])
-    next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
     return json_response(
         _PAGE,
         {
