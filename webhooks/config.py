@@ -44,6 +44,10 @@ class Settings:
     sweep_interval: float = 5.0
     recover_after: float = 120.0
     sweep_batch: int = 5000
+    retention_days: int = 30
+    purge_batch: int = 500
+    purge_interval: float = 60.0
+    purge_seconds: float = 10.0
     max_payload_bytes: int = 256 * 1024
     max_request_bytes: int = 64 * 1024
     publish_timeout: float = 2.0
@@ -89,7 +93,28 @@ def _positive_number(env, name: str, default: float, *, integer: bool = False, a
         kind = "a whole number" if integer else "a number"
         raise ConfigError(f"{name} must be {kind} of seconds or items, got {raw!r}") from None
     if value < 0 or (value == 0 and not allow_zero) or value != value or value == float("inf"):
-        raise ConfigError(f"{name} must be greater than 0, got {raw!r}")
+        bound = "0 or more" if allow_zero else "greater than 0"
+        raise ConfigError(f"{name} must be {bound}, got {raw!r}")
+    return value
+
+
+MAX_PURGE_BATCH = 10_000  # ids bound in one statement: SQLite takes at most 32,766
+
+
+def _purge_batch(env) -> int:
+    value = _positive_number(env, "WEBHOOKS_PURGE_BATCH", 500, integer=True)
+    if value > MAX_PURGE_BATCH:
+        raise ConfigError(f"WEBHOOKS_PURGE_BATCH must be at most {MAX_PURGE_BATCH}, got {value}")
+    return value
+
+
+MAX_PURGE_SECONDS = 60  # well inside the worker's task time limit (WEBHOOKS_TIMEOUT + 120 s)
+
+
+def _purge_seconds(env) -> float:
+    value = _positive_number(env, "WEBHOOKS_PURGE_SECONDS", 10.0)
+    if value > MAX_PURGE_SECONDS:
+        raise ConfigError(f"WEBHOOKS_PURGE_SECONDS must be at most {MAX_PURGE_SECONDS}, got {value}")
     return value
 
 
@@ -187,6 +212,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         sweep_interval=_positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),
         recover_after=_positive_number(env, "WEBHOOKS_RECOVER_AFTER", 120.0),
         sweep_batch=_positive_number(env, "WEBHOOKS_SWEEP_BATCH", 5000, integer=True),
+        retention_days=_positive_number(
+            env, "WEBHOOKS_RETENTION_DAYS", 30, integer=True, allow_zero=True
+        ),
+        purge_batch=_purge_batch(env),
+        purge_interval=_positive_number(env, "WEBHOOKS_PURGE_INTERVAL", 60.0),
+        purge_seconds=_purge_seconds(env),
         max_payload_bytes=_positive_number(
             env, "WEBHOOKS_MAX_PAYLOAD_BYTES", 256 * 1024, integer=True
         ),

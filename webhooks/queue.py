@@ -18,12 +18,13 @@ from celery import Celery
 
 from .config import get_settings
 
-__all__ = ["celery_app", "DELIVER_TASK", "SWEEP_TASK", "publish", "request_sweep"]
+__all__ = ["celery_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "publish", "request_sweep"]
 
 log = logging.getLogger(__name__)
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
+PURGE_TASK = "webhooks.purge"
 BROKER_DOWN_BACKOFF_S = 5.0
 
 
