@@ -8,11 +8,11 @@ import itertools
 import random
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from tests.factories import make_account, make_subscription
 from web.delivery_list import STORED_STATUSES, DeliveryFilters, delivery_page
-from webhooks.db import session_scope
+from webhooks.db import get_engine, session_scope
 from webhooks.models import Delivery, DeliveryStatus
 
 from .helpers import insert_deliveries, set_delivery
@@ -88,8 +88,20 @@ def test_pending_includes_an_attempt_in_flight(rows):
     assert shown == {"pending", "sending"}
 
 
-def test_another_accounts_subscription_gives_an_empty_page(rows):
+def test_another_accounts_subscription_gives_an_empty_page_without_reading_its_rows(rows):
     _, first, _ = rows
     stranger, _ = make_account("mallory")
-    with session_scope() as session:
-        assert delivery_page(session, stranger, DeliveryFilters(subscription_id=first), 10) == ([], None)
+    statements = []
+    engine = get_engine()
+
+    def record(_conn, _cursor, statement, *_):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with session_scope() as session:
+            page = delivery_page(session, stranger, DeliveryFilters(subscription_id=first), 10)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert page == ([], None)
+    assert statements and not [s for s in statements if "FROM deliveries" in s]
