@@ -75,6 +75,13 @@ beat_schedule = {
         "options": {"expires": max(_settings.sweep_interval, 1.0)},
     }
 }
+if _settings.retention_days:
+    # Retention (webhooks/retention.py): a few seconds of small batches per interval.
+    beat_schedule["webhooks-purge"] = {
+        "task": "webhooks.purge",
+        "schedule": _settings.purge_interval,
+        "options": {"expires": max(_settings.purge_interval, 1.0)},
+    }
 beat_schedule_filename = str(_settings.data_dir / "celerybeat-schedule")
 # The schedule file is created mode 0600 in a folder of mode 0700.
 beat_scheduler = "webhooks.queue:PrivateScheduler"

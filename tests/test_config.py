@@ -118,3 +118,30 @@ def test_in_flight_caps_for_test_pings_and_accounts():
     assert (chosen.test_max_in_flight, chosen.account_max_in_flight) == (0, 5)
     with pytest.raises(ConfigError, match="WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT"):
         load_settings({"WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "-1"})
+
+
+def test_retention_defaults_to_30_days_in_batches_of_500_and_0_keeps_everything():
+    settings = load_settings({})
+    assert (settings.retention_days, settings.purge_batch) == (30, 500)
+    assert (settings.purge_interval, settings.purge_seconds) == (60, 10)
+    assert load_settings({"WEBHOOKS_RETENTION_DAYS": "0"}).retention_days == 0
+    assert load_settings({"WEBHOOKS_RETENTION_DAYS": "400", "WEBHOOKS_PURGE_BATCH": "10000",
+                          "WEBHOOKS_PURGE_SECONDS": "60"}).retention_days == 400
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("WEBHOOKS_RETENTION_DAYS", "-1", "0 or more"),
+        ("WEBHOOKS_RETENTION_DAYS", "a month", "whole number"),
+        ("WEBHOOKS_RETENTION_DAYS", "1.5", "whole number"),
+        ("WEBHOOKS_PURGE_BATCH", "0", "greater than 0"),
+        ("WEBHOOKS_PURGE_BATCH", "10001", "at most 10000"),
+        ("WEBHOOKS_PURGE_INTERVAL", "0", "greater than 0"),
+        ("WEBHOOKS_PURGE_SECONDS", "61", "at most 60"),
+    ],
+)
+def test_malformed_retention_settings_name_the_variable(name, value, message):
+    with pytest.raises(ConfigError) as error:
+        load_settings({name: value})
+    assert name in str(error.value) and message in str(error.value)

@@ -137,7 +137,8 @@ def test_every_metric_is_named_webhooks_and_reads_zero_on_an_empty_database(clie
     assert samples["webhooks_database_up"][()] == 1
     assert samples["webhooks_subscriptions_paused"][()] == 0
     assert samples["webhooks_queue_lag_seconds"][()] == 0
-    assert samples["webhooks_attempts_recent"][(("outcome", "dead"),)] == 0
+    assert samples["webhooks_attempts_total"][(("outcome", "dead"),)] == 0
+    assert samples["webhooks_attempt_duration_seconds_count"][()] == 0
 
 
 def test_metrics_read_the_database_at_scrape_time(client, no_publish):
@@ -155,7 +156,7 @@ def test_metrics_read_the_database_at_scrape_time(client, no_publish):
     add_attempts(done_id, [(200, "success")], started=now - dt.timedelta(seconds=30))
     add_attempts(held_id, [(500, "retry"), (500, "retry"), (None, "dead")],
                  started=now - dt.timedelta(seconds=60))
-    # Outside the 300 s window: not counted.
+    # Counters since the start: an attempt of an hour ago counts as much as a recent one.
     add_attempts(overdue_id, [(404, "permanent_failure")], started=now - dt.timedelta(hours=1))
 
     samples = scrape(client)
@@ -167,17 +168,34 @@ def test_metrics_read_the_database_at_scrape_time(client, no_publish):
     assert waiting[(("status", "paused"),)] == 2
     assert waiting[(("status", "sending"),)] == 0
     assert 90 <= samples["webhooks_queue_lag_seconds"][()] < 150
-    recent = samples["webhooks_attempts_recent"]
-    assert {k[0][1]: v for k, v in recent.items()} == {
-        "success": 1, "retry": 2, "permanent_failure": 0, "dead": 1}
+    total = samples["webhooks_attempts_total"]
+    assert {k[0][1]: v for k, v in total.items()} == {
+        "success": 1, "retry": 2, "permanent_failure": 1, "dead": 1}
     buckets = {k[0][1]: v for k, v in samples["webhooks_attempt_duration_seconds_bucket"].items()}
-    # Durations 40 ms (success), 40, 80, 120 ms (the other delivery's attempts 1-3).
+    # Durations 40 ms (success), 40, 80, 120 ms (the other delivery's attempts 1-3), 40 ms.
     assert buckets["0.025"] == 0
-    assert buckets["0.05"] == 2
-    assert buckets["0.1"] == 3
-    assert buckets["0.25"] == buckets["+Inf"] == 4
-    assert samples["webhooks_attempt_duration_seconds_gcount"][()] == 4
-    assert samples["webhooks_attempt_duration_seconds_gsum"][()] == pytest.approx(0.28)
+    assert buckets["0.05"] == 3
+    assert buckets["0.1"] == 4
+    assert buckets["0.25"] == buckets["+Inf"] == 5
+    assert samples["webhooks_attempt_duration_seconds_count"][()] == 5
+    assert samples["webhooks_attempt_duration_seconds_sum"][()] == pytest.approx(0.32)
+
+
+def test_attempt_counters_come_from_the_rollup_not_the_attempts_table(client, no_publish):
+    """The attempts table is history that retention deletes; the counters stay where they were."""
+    from sqlalchemy import delete
+
+    from tests.api.helpers import new_caller
+    from webhooks.models import Attempt
+
+    account_id = new_caller("acme").account_id
+    make_subscription(account_id, "https://a.example.com/in")
+    _, (delivery_id,) = emit(account_id)
+    add_attempts(delivery_id, [(500, "retry"), (200, "success")])
+    with session_scope() as session:
+        session.execute(delete(Attempt))
+    total = scrape(client)["webhooks_attempts_total"]
+    assert total[(("outcome", "retry"),)] == 1 and total[(("outcome", "success"),)] == 1
 
 
 def test_metrics_still_answer_when_the_database_is_down(client, monkeypatch):

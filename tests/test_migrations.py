@@ -1,9 +1,17 @@
-"""The Alembic migrations build exactly the schema the models describe, on both databases."""
+"""The Alembic migrations build exactly the schema the models describe, on both databases,
+and move a database that holds rows from an older revision and back."""
 
+import datetime as dt
+
+import pytest
+import sqlalchemy
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from tests.support import services
 from webhooks.db import get_engine
+from webhooks.migrate import alembic_config
 from webhooks.models import Base
 
 
@@ -18,3 +26,120 @@ def test_upgrade_twice_is_harmless(sqlite_db):
 
     upgrade(sqlite_db)
     upgrade(sqlite_db)
+
+
+# ---------------------------------------------------------------- 0004..0006 on a table with rows
+T0 = dt.datetime(2026, 11, 20, 9, 15)
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def old_schema(request, tmp_path):
+    """A database of its own at revision 0003 (before this change), holding rows."""
+    name = f"{services.PG_TEST_DB}_migrations"
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+    else:
+        services.check_postgres()
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+        url = services.PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0003")
+        _old_rows(connection)
+    yield engine, url
+    engine.dispose()
+    if request.param == "postgresql":
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def _admin(*statements: str) -> None:
+    admin = sqlalchemy.create_engine(services.PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        for statement in statements:
+            connection.exec_driver_sql(statement)
+    admin.dispose()
+
+
+def run_alembic(connection, url: str, direction: str, revision: str) -> None:
+    config = alembic_config(url)
+    config.attributes["connection"] = connection
+    getattr(command, direction)(config, revision)
+
+
+def _old_rows(connection) -> None:
+    """One account, subscription and event; a done and a dead delivery with 1 + 6 attempts."""
+    run = connection.exec_driver_sql
+    run("INSERT INTO accounts VALUES ('a1', 'acme', 'hash', '2026-01-01 00:00:00')")
+    run("INSERT INTO subscriptions (id, account_id, url, secret, status, consecutive_failures, "
+        "created_at) VALUES ('s1', 'a1', 'https://e.example.com/', 'whsec_x', 'active', 0, "
+        "'2026-01-01 00:00:00')")
+    run("INSERT INTO events (id, account_id, type, version, body, created_at) "
+        "VALUES ('e1', 'a1', 'email.sent', '2026-07-30', '{}', '2026-11-20 09:00:00')")
+    for delivery_id, status, outcomes in (("d1", "done", ["success"]),
+                                          ("d2", "dead", ["retry"] * 5 + ["dead"])):
+        run("INSERT INTO deliveries (id, account_id, event_id, subscription_id, event_type, status, "
+            f"attempt_count, parked, created_at, updated_at) VALUES ('{delivery_id}', 'a1', 'e1', "
+            f"'s1', 'email.sent', '{status}', {len(outcomes)}, false, '2026-11-20 09:00:00', "
+            "'2026-11-20 09:00:00')")
+        for number, outcome in enumerate(outcomes, start=1):
+            started = T0 + dt.timedelta(hours=number)
+            run("INSERT INTO attempts (delivery_id, number, started_at, duration_ms, outcome) "
+                f"VALUES ('{delivery_id}', {number}, '{started:%Y-%m-%d %H:%M:%S}', {number * 20}, "
+                f"'{outcome}')")
+
+
+def _id_type(connection) -> str:
+    if connection.dialect.name == "sqlite":
+        return "INTEGER"
+    return connection.exec_driver_sql(
+        "SELECT data_type FROM information_schema.columns "
+        "WHERE table_name = 'attempts' AND column_name = 'id'").scalar()
+
+
+def test_upgrade_from_0003_keeps_the_rows_widens_the_id_and_fills_the_rollups(old_schema):
+    engine, url = old_schema
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "head")
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT count(*) FROM attempts").scalar() == 7
+        hours = connection.exec_driver_sql(
+            "SELECT outcome, sum(attempts) FROM attempt_hours WHERE subscription_id = 's1' "
+            "AND account_id = 'a1' GROUP BY outcome ORDER BY outcome").all()
+        assert [tuple(row) for row in hours] == [("dead", 1), ("retry", 5), ("success", 1)]
+        distinct_hours = connection.exec_driver_sql(
+            "SELECT count(DISTINCT hour_start) FROM attempt_hours").scalar()
+        assert distinct_hours == 6  # attempts 1..6 each an hour apart (d1's and d2's first share)
+        totals = connection.exec_driver_sql(
+            "SELECT sum(attempts), sum(duration_ms) FROM attempt_totals").one()
+        assert tuple(totals) == (7, 20 + sum(n * 20 for n in range(1, 7)))
+        assert _id_type(connection) in ("bigint", "INTEGER")
+        if connection.dialect.name == "postgresql":
+            assert connection.exec_driver_sql(
+                "SELECT data_type FROM pg_sequences WHERE sequencename = 'attempts_id_seq'"
+            ).scalar() == "bigint"
+            # A new attempt still gets its id from the (now 64-bit) sequence.
+            connection.exec_driver_sql("SELECT setval('attempts_id_seq', 3000000000)")
+            new_id = connection.exec_driver_sql(
+                "INSERT INTO attempts (delivery_id, number, started_at, duration_ms, outcome) "
+                "VALUES ('d1', 2, '2026-11-20 12:00:00', 5, 'success') RETURNING id").scalar()
+            assert new_id == 3000000001
+            connection.rollback()
+    with engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert differences == []
+
+
+def test_downgrade_to_0003_keeps_the_rows(old_schema):
+    engine, url = old_schema
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "head")
+    with engine.begin() as connection:
+        run_alembic(connection, url, "downgrade", "0003")
+    with engine.connect() as connection:
+        assert connection.exec_driver_sql("SELECT count(*) FROM attempts").scalar() == 7
+        assert connection.exec_driver_sql("SELECT count(*) FROM deliveries").scalar() == 2
+        assert _id_type(connection) in ("integer", "INTEGER")
+        tables = set(sqlalchemy.inspect(connection).get_table_names())
+        assert not {"attempt_hours", "attempt_totals"} & tables
+        indexes = {i["name"] for i in sqlalchemy.inspect(connection).get_indexes("deliveries")}
+        assert {"ix_deliveries_account_created", "ix_deliveries_subscription_status"} <= indexes

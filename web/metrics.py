@@ -3,7 +3,7 @@
 The database is the source of truth, so the web process reads the numbers
 from it when it is scraped (a custom collector; nothing is kept in memory,
 so every gunicorn worker answers the same). Each scrape is a handful of
-small queries, each bounded by an index or a time window:
+small queries, none of which reads history:
 
 ========================================  =====================================================
 ``webhooks_database_up``                  1 when the queries below could run, else 0 (and the
@@ -15,17 +15,21 @@ small queries, each bounded by an index or a time window:
                                           none is): how far the workers are behind
 ``webhooks_subscriptions``                live (not deleted) subscriptions
 ``webhooks_subscriptions_paused``         of those, the paused ones
-``webhooks_attempts_recent{outcome}``     delivery attempts started in the last
-                                          ``webhooks_metrics_window_seconds``, by outcome:
-                                          ``success`` (delivery done), ``retry``,
-                                          ``permanent_failure`` (delivery failed), ``dead``
-``webhooks_attempt_duration_seconds``     those attempts' durations, as a (gauge) histogram
-``webhooks_metrics_window_seconds``       the window of the two above (300 s)
+``webhooks_attempts_total{outcome}``      counter: delivery attempts recorded since the
+                                          database was created, by outcome: ``success``
+                                          (delivery done), ``retry``, ``permanent_failure``
+                                          (delivery failed), ``dead``
+``webhooks_attempt_duration_seconds``     histogram of those attempts' durations
 ========================================  =====================================================
 
-The two windowed families are gauges over a sliding window, not counters:
-graph them as they are (``webhooks_attempts_recent / 300`` is attempts per
-second), do not ``rate()`` them.
+The two attempt families are counters kept as attempts are recorded
+(``attempt_totals``, webhooks/rollup.py: at most 4 x 12 x shards rows), so a
+scrape costs the same after a year as on the first day; retention does not
+lower them. Use them as counters: ``rate(webhooks_attempts_total[5m])`` is
+attempts per second, ``increase(webhooks_attempts_total[5m])`` what
+``webhooks_attempts_recent`` showed before. The waiting gauges count the
+deliveries not yet finished on their partial indexes: they grow with the
+backlog, never with history.
 
 With ``WEBHOOKS_METRICS_TOKEN`` set, a scrape must send ``Authorization:
 Bearer <token>`` (Prometheus: ``authorization: {credentials: <token>}``);
@@ -36,29 +40,31 @@ from __future__ import annotations
 
 import datetime as dt
 import hmac
+import itertools
 import logging
 
 from flask import Blueprint, Response, request
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeHistogramMetricFamily, GaugeMetricFamily
-from sqlalchemy import case, func, select
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from webhooks.config import get_settings
 from webhooks.db import get_engine
-from webhooks.models import Attempt, Delivery, DeliveryStatus, Subscription, SubscriptionStatus, utcnow
+from webhooks.models import (AttemptTotal, Delivery, DeliveryStatus, Subscription,
+                             SubscriptionStatus, utcnow)
+from webhooks.rollup import DURATION_BUCKETS_MS
 
 from .errors import ApiError
 
-__all__ = ["bp", "WINDOW_SECONDS", "DURATION_BUCKETS_S", "DatabaseCollector", "registry"]
+__all__ = ["bp", "DURATION_BUCKETS_S", "DatabaseCollector", "registry"]
 
 log = logging.getLogger(__name__)
 
 bp = Blueprint("metrics", __name__)
 
-WINDOW_SECONDS = 300
-# Upper bounds in seconds; an attempt ends by WEBHOOKS_TIMEOUT (15 s by default).
-DURATION_BUCKETS_S = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0)
+# Upper bounds in seconds (the rollup's, in ms); an attempt ends by WEBHOOKS_TIMEOUT.
+DURATION_BUCKETS_S = tuple(bound / 1000 for bound in DURATION_BUCKETS_MS)
 OUTCOMES = ("success", "retry", "permanent_failure", "dead")
 STATEMENT_TIMEOUT_MS = 5000
 # The classic text format, read by every Prometheus version (generate_latest writes it).
@@ -76,7 +82,7 @@ def _waiting(connection: Connection) -> dict[str, int]:
         for status in (PENDING, SENDING)
     }
     # Held deliveries belong to paused subscriptions (few): found through
-    # ix_deliveries_subscription_status rather than by scanning every delivery.
+    # ix_deliveries_by_subscription rather than by scanning every delivery.
     counts[PAUSED] = connection.scalar(
         select(func.count())
         .select_from(Delivery)
@@ -106,18 +112,19 @@ def _subscriptions(connection: Connection) -> dict[str, int]:
     return {status: count for status, count in rows}
 
 
-def _recent_attempts(connection: Connection, since: dt.datetime):
-    """Per outcome: (count, sum of ms, counts at or under each bucket bound)."""
-    bucket_columns = [
-        func.sum(case((Attempt.duration_ms <= bound * 1000, 1), else_=0))
-        for bound in DURATION_BUCKETS_S
-    ]
+def _attempt_totals(connection: Connection) -> dict[str, tuple[int, int, list[int]]]:
+    """Per outcome: (attempts, sum of ms, attempts in each duration bucket, not cumulative)."""
     rows = connection.execute(
-        select(Attempt.outcome, func.count(), func.sum(Attempt.duration_ms), *bucket_columns)
-        .where(Attempt.started_at >= since)
-        .group_by(Attempt.outcome)
+        select(AttemptTotal.outcome, AttemptTotal.duration_bucket,
+               func.sum(AttemptTotal.attempts), func.sum(AttemptTotal.duration_ms))
+        .group_by(AttemptTotal.outcome, AttemptTotal.duration_bucket)
     )
-    return {row[0]: (row[1], row[2] or 0, [b or 0 for b in row[3:]]) for row in rows}
+    totals: dict[str, tuple[int, int, list[int]]] = {}
+    for outcome, bucket, count, sum_ms in rows:
+        attempts, total_ms, buckets = totals.get(outcome, (0, 0, [0] * (len(DURATION_BUCKETS_S) + 1)))
+        buckets[min(bucket, len(DURATION_BUCKETS_S))] += int(count)
+        totals[outcome] = (attempts + int(count), total_ms + int(sum_ms or 0), buckets)
+    return totals
 
 
 def read_snapshot(connection: Connection, now: dt.datetime) -> dict:
@@ -129,7 +136,7 @@ def read_snapshot(connection: Connection, now: dt.datetime) -> dict:
         "waiting": _waiting(connection),
         "lag": _queue_lag(connection, now),
         "subscriptions": _subscriptions(connection),
-        "attempts": _recent_attempts(connection, now - dt.timedelta(seconds=WINDOW_SECONDS)),
+        "attempts": _attempt_totals(connection),
     }
 
 
@@ -181,34 +188,29 @@ class DatabaseCollector:
             value=subscriptions.get(SubscriptionStatus.PAUSED.value, 0),
         )
 
-        yield GaugeMetricFamily(
-            "webhooks_metrics_window_seconds",
-            "The sliding window of webhooks_attempts_recent and webhooks_attempt_duration_seconds",
-            value=WINDOW_SECONDS,
-        )
         attempts = snapshot["attempts"]
-        recent = GaugeMetricFamily(
-            "webhooks_attempts_recent",
-            f"Delivery attempts started in the last {WINDOW_SECONDS} s by outcome: success "
-            "(delivery done), retry, permanent_failure (delivery failed), dead (delivery dead)",
+        total = CounterMetricFamily(
+            "webhooks_attempts",
+            "Delivery attempts recorded, by outcome: success (delivery done), retry, "
+            "permanent_failure (delivery failed), dead (delivery dead)",
             labels=["outcome"],
         )
         for outcome in OUTCOMES:
-            recent.add_metric([outcome], attempts.get(outcome, (0, 0, None))[0])
-        yield recent
+            total.add_metric([outcome], attempts.get(outcome, (0, 0, None))[0])
+        yield total
 
-        cumulative = [0] * len(DURATION_BUCKETS_S)
-        total = total_ms = 0
-        for count, sum_ms, buckets in attempts.values():
-            total += count
+        per_bucket = [0] * (len(DURATION_BUCKETS_S) + 1)
+        total_ms = 0
+        for _count, sum_ms, buckets in attempts.values():
             total_ms += sum_ms
-            cumulative = [a + b for a, b in zip(cumulative, buckets)]
-        yield GaugeHistogramMetricFamily(
+            per_bucket = [a + b for a, b in zip(per_bucket, buckets)]
+        cumulative = list(itertools.accumulate(per_bucket))
+        yield HistogramMetricFamily(
             "webhooks_attempt_duration_seconds",
-            f"Duration of the delivery attempts started in the last {WINDOW_SECONDS} s, in seconds",
+            "Duration of the delivery attempts recorded, in seconds",
             buckets=[(_bound(b), c) for b, c in zip(DURATION_BUCKETS_S, cumulative)]
-            + [("+Inf", total)],
-            gsum_value=total_ms / 1000.0,
+            + [("+Inf", cumulative[-1])],
+            sum_value=total_ms / 1000.0,
         )
 
 

@@ -51,11 +51,14 @@ def older_than(created_column, id_column, created_at: dt.datetime, row_id: str) 
     """Rows after ``(created_at, row_id)`` in newest-first order.
 
     Spelled as OR/AND rather than a row-value comparison so the column's
-    type (UTC datetimes) applies to the bound value on every database.
+    type (UTC datetimes) applies to the bound value on every database. The
+    leading ``created_at <=`` repeats what the OR implies so that an index
+    on ``(..., created_at, id)`` starts its scan at the cursor: without it,
+    page k would read the k - 1 pages before it and throw them away.
     """
-    return or_(
-        created_column < created_at,
-        and_(created_column == created_at, id_column < row_id),
+    return and_(
+        created_column <= created_at,
+        or_(created_column < created_at, and_(created_column == created_at, id_column < row_id)),
     )
 
 

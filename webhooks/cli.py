@@ -75,6 +75,24 @@ def db_upgrade() -> None:
     click.echo("database is up to date")
 
 
+@db.command("purge")
+def db_purge() -> None:
+    """Apply the retention rule once, now; prints {"events", "deliveries", "attempts"} deleted.
+
+    Finished deliveries created more than WEBHOOKS_RETENTION_DAYS days ago go
+    with their attempts, and events left with no delivery; pending and paused
+    ones stay. Works in batches of WEBHOOKS_PURGE_BATCH deliveries, each its
+    own short transaction, so workers keep delivering meanwhile.
+    """
+    from .config import get_settings
+    from .db import get_engine
+    from .retention import purge
+
+    settings = get_settings()
+    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch)
+    click.echo(json.dumps(purged.report()))
+
+
 @main.group()
 def accounts() -> None:
     """Accounts and API keys."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .config_values import (
-    DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
+    DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, purge_batch, purge_seconds, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
 )
 from .errors import ConfigError  # noqa: F401 - raised by the parsers; callers catch it from here
 
@@ -45,6 +45,10 @@ class Settings:
     sweep_interval: float = 5.0
     recover_after: float = 120.0
     sweep_batch: int = 5000
+    retention_days: int = 30
+    purge_batch: int = 500
+    purge_interval: float = 60.0
+    purge_seconds: float = 10.0
     max_payload_bytes: int = 256 * 1024
     max_request_bytes: int = 64 * 1024
     publish_timeout: float = 2.0
@@ -127,6 +131,12 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         sweep_interval=positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),
         recover_after=positive_number(env, "WEBHOOKS_RECOVER_AFTER", 120.0),
         sweep_batch=positive_number(env, "WEBHOOKS_SWEEP_BATCH", 5000, integer=True),
+        retention_days=positive_number(
+            env, "WEBHOOKS_RETENTION_DAYS", 30, integer=True, allow_zero=True
+        ),
+        purge_batch=purge_batch(env),
+        purge_interval=positive_number(env, "WEBHOOKS_PURGE_INTERVAL", 60.0),
+        purge_seconds=purge_seconds(env),
         max_payload_bytes=positive_number(
             env, "WEBHOOKS_MAX_PAYLOAD_BYTES", 256 * 1024, integer=True
         ),

@@ -11,7 +11,9 @@ from typing import Mapping
 from .errors import ConfigError
 
 __all__ = [
-    "get", "positive_number", "retry_delays", "boolean", "matching", "version", "secret_key", "ca_bundle", "metrics_token", "log_level", "rate_limit", "rate_limit_storage",
+    "get", "positive_number", "retry_delays", "boolean", "matching", "version", "secret_key",
+    "ca_bundle", "metrics_token", "log_level", "rate_limit", "rate_limit_storage",
+    "purge_batch", "purge_seconds",
 ]
 
 DEFAULT_RETRY_DELAYS = (60, 300, 1800, 7200, 43200)
@@ -37,7 +39,28 @@ def positive_number(env, name: str, default: float, *, integer: bool = False, al
         kind = "a whole number" if integer else "a number"
         raise ConfigError(f"{name} must be {kind} of seconds or items, got {raw!r}") from None
     if value < 0 or (value == 0 and not allow_zero) or value != value or value == float("inf"):
-        raise ConfigError(f"{name} must be greater than 0, got {raw!r}")
+        bound = "0 or more" if allow_zero else "greater than 0"
+        raise ConfigError(f"{name} must be {bound}, got {raw!r}")
+    return value
+
+
+MAX_PURGE_BATCH = 10_000  # ids bound in one statement: SQLite takes at most 32,766
+
+
+def purge_batch(env) -> int:
+    value = positive_number(env, "WEBHOOKS_PURGE_BATCH", 500, integer=True)
+    if value > MAX_PURGE_BATCH:
+        raise ConfigError(f"WEBHOOKS_PURGE_BATCH must be at most {MAX_PURGE_BATCH}, got {value}")
+    return value
+
+
+MAX_PURGE_SECONDS = 60  # well inside the worker's task time limit (WEBHOOKS_TIMEOUT + 120 s)
+
+
+def purge_seconds(env) -> float:
+    value = positive_number(env, "WEBHOOKS_PURGE_SECONDS", 10.0)
+    if value > MAX_PURGE_SECONDS:
+        raise ConfigError(f"WEBHOOKS_PURGE_SECONDS must be at most {MAX_PURGE_SECONDS}, got {value}")
     return value
 
 

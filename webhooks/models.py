@@ -11,12 +11,14 @@ import uuid
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     DateTime,
     ForeignKey,
     Index,
     Integer,
     LargeBinary,
+    SmallInteger,
     String,
     Text,
     TypeDecorator,
@@ -34,6 +36,8 @@ __all__ = [
     "Event",
     "Delivery",
     "Attempt",
+    "AttemptHour",
+    "AttemptTotal",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -108,10 +112,14 @@ class Subscription(Base):
 
 class Event(Base):
     __tablename__ = "events"
-    __table_args__ = (UniqueConstraint("account_id", "idempotency_key"),)
+    __table_args__ = (
+        UniqueConstraint("account_id", "idempotency_key"),
+        # An account's events by age: retention finds old events that lost their deliveries.
+        Index("ix_events_account_created", "account_id", "created_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
     type: Mapped[str] = mapped_column(String(64))
     # The envelope's version, sent again as the version header on every attempt.
     version: Mapped[str] = mapped_column(String(10))
@@ -137,13 +145,21 @@ class Delivery(Base):
             postgresql_where=text("status = 'sending'"),
             sqlite_where=text("status = 'sending'"),
         ),
-        Index("ix_deliveries_subscription_status", "subscription_id", "status"),
-        # Each claim counts the account's attempts in flight (WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT).
+        # The delivery list, newest first by (created_at, id) (web/delivery_list.py): each
+        # filter's columns, then status, then the keyset order. A page is one short scan per
+        # stored status, merged: all six without a status filter, one or two with it.
+        # The first two also serve the claim's counts of the attempts in flight of a
+        # subscription and of an account (claim.py).
+        Index("ix_deliveries_by_subscription", "subscription_id", "status", "created_at", "id"),
+        Index("ix_deliveries_by_account", "account_id", "status", "created_at", "id"),
+        Index("ix_deliveries_by_type", "account_id", "event_type", "status", "created_at", "id"),
+        # Replays of a delivery (few): its page lists them, and retention keeps an original
+        # while a replay refers to it.
         Index(
-            "ix_deliveries_account_sending",
-            "account_id",
-            postgresql_where=text("status = 'sending'"),
-            sqlite_where=text("status = 'sending'"),
+            "ix_deliveries_replay_of",
+            "replay_of",
+            postgresql_where=text("replay_of IS NOT NULL"),
+            sqlite_where=text("replay_of IS NOT NULL"),
         ),
         # Deliveries waiting for a free slot of their subscription (attempts.py), oldest first.
         Index(
@@ -153,8 +169,6 @@ class Delivery(Base):
             postgresql_where=text("status = 'pending' AND parked AND next_attempt_at IS NULL"),
             sqlite_where=text("status = 'pending' AND parked = 1 AND next_attempt_at IS NULL"),
         ),
-        # Newest-first listing with a (created_at, id) cursor.
-        Index("ix_deliveries_account_created", "account_id", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -185,7 +199,11 @@ class Attempt(Base):
         Index("ix_attempts_started_at", "started_at"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # 64-bit on PostgreSQL (a 32-bit id runs out after 2.1 billion attempts); SQLite's
+    # INTEGER PRIMARY KEY is 64-bit already and must stay spelled INTEGER to be the rowid.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
     delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id"))
     number: Mapped[int] = mapped_column(Integer)
     started_at: Mapped[dt.datetime] = mapped_column()
@@ -195,3 +213,38 @@ class Attempt(Base):
     outcome: Mapped[str] = mapped_column(String(20))
     # The first KiB of the response body, decoded leniently, for the dashboard.
     response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class AttemptHour(Base):
+    """Attempts per subscription, hour and outcome, kept as they are recorded (rollup.py)."""
+
+    __tablename__ = "attempt_hours"
+    __table_args__ = (
+        # An account's chart and counts read its hours across its subscriptions.
+        Index("ix_attempt_hours_account_hour", "account_id", "hour_start"),
+    )
+
+    subscription_id: Mapped[str] = mapped_column(ForeignKey("subscriptions.id"), primary_key=True)
+    hour_start: Mapped[dt.datetime] = mapped_column(primary_key=True)
+    outcome: Mapped[str] = mapped_column(String(20), primary_key=True)
+    # Spreads one key over a few rows so that concurrent records do not queue on one row lock.
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    attempts: Mapped[int] = mapped_column(BigInteger)
+
+
+class AttemptTotal(Base):
+    """Attempts and their summed duration per outcome and duration bucket, since the start.
+
+    The counters of /metrics (rollup.py); a handful of rows, never purged.
+    """
+
+    __tablename__ = "attempt_totals"
+
+    outcome: Mapped[str] = mapped_column(String(20), primary_key=True)
+    # Index into rollup.DURATION_BUCKETS_MS (its length: longer than the last bound).
+    duration_bucket: Mapped[int] = mapped_column(SmallInteger, primary_key=True,
+                                                 autoincrement=False)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    attempts: Mapped[int] = mapped_column(BigInteger)
+    duration_ms: Mapped[int] = mapped_column(BigInteger)

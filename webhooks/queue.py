@@ -22,12 +22,14 @@ from celery.beat import PersistentScheduler
 from .config import get_settings
 from .datadir import private_dir, private_file, private_umask
 
-__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "publish", "request_sweep", "PrivateScheduler"]
+__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "publish",
+           "request_sweep", "PrivateScheduler"]
 
 log = logging.getLogger(__name__)
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
+PURGE_TASK = "webhooks.purge"
 BROKER_DOWN_BACKOFF_S = 5.0
 
 

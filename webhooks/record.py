@@ -1,13 +1,14 @@
 """The second hot transition of every attempt: record how it ended, and move on.
 
-Four steps, each written once in SQLAlchemy Core: move the delivery to the
+Five steps, each written once in SQLAlchemy Core: move the delivery to the
 status policy.next_step chose, insert the attempt, move the subscription's
-counter (+1 for a failure, 0 for a success), and release the oldest
-delivery of the subscription waiting for the slot this attempt frees. Each
-applies only if the delivery was still ours (sending, this attempt number),
-so a record after the sweep took the claim back changes nothing.
+counter (+1 for a failure, 0 for a success), release the oldest delivery of
+the subscription waiting for the slot this attempt frees, and count the
+attempt in the rollups (rollup.py). Each applies only if the delivery was
+still ours (sending, this attempt number), so a record after the sweep took
+the claim back changes nothing.
 
-On PostgreSQL the four run as one prepared statement of data-modifying CTEs
+On PostgreSQL the five run as one prepared statement of data-modifying CTEs
 (one round trip, prepared once per connection); SQLite cannot chain them, so
 it runs the same statements one by one. If the counter reaches the pause
 threshold (policy.pauses), the subscription is paused and its pending
@@ -19,10 +20,10 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import Integer, Text, bindparam, exists, false, func, insert, null, select, update
+from sqlalchemy import Integer, String, Text, bindparam, exists, false, func, insert, null, select, update
 from sqlalchemy.engine import Connection
 
-from . import policy
+from . import policy, rollup
 from .claim import Claim
 from .models import Attempt, Delivery, Subscription, UTCDateTime
 from .outbox import Dispatch
@@ -66,7 +67,8 @@ _ATTEMPT = {
     "outcome": bindparam("result", type_=Text),
     "response_excerpt": bindparam("excerpt", type_=Text),
 }
-_THIS_SUBSCRIPTION = subscriptions.c.id == bindparam("sub_id")
+_SUBSCRIPTION_ID = bindparam("sub_id", type_=String(36))
+_THIS_SUBSCRIPTION = subscriptions.c.id == _SUBSCRIPTION_ID
 _COUNT_FAILURE = (update(subscriptions).where(_THIS_SUBSCRIPTION)
                   .values(consecutive_failures=subscriptions.c.consecutive_failures + 1))
 # A success writes the subscription's row only if there is a failure to forget.
@@ -79,7 +81,7 @@ def _release(limit=1, locking: bool = True):
     """Make the oldest ``limit`` deliveries waiting for a slot of the subscription due now."""
     w = deliveries.alias("w")
     oldest = (select(w.c.id)
-              .where(w.c.subscription_id == bindparam("sub_id"), waiting(w))
+              .where(w.c.subscription_id == _SUBSCRIPTION_ID, waiting(w))
               .order_by(w.c.created_at, w.c.id).limit(limit))
     if locking:
         oldest = oldest.with_for_update(skip_locked=True)
@@ -96,20 +98,25 @@ def _release(limit=1, locking: bool = True):
 
 
 def _one_statement(count):
-    """The four steps as data-modifying CTEs; each later one only if the move happened."""
-    moved = _MOVE.returning(deliveries.c.id).cte("moved")
+    """The five steps as data-modifying CTEs; each later one only if the move happened."""
+    moved = _MOVE.returning(deliveries.c.id, deliveries.c.account_id).cte("moved")
     ours = exists(select(moved.c.id))
     recorded = (insert(attempts)
                 .from_select(["delivery_id", *_ATTEMPT], select(moved.c.id, *_ATTEMPT.values()))
                 .returning(attempts.c.delivery_id).cte("recorded"))
     counted = count.where(ours).returning(subscriptions.c.consecutive_failures).cte("counted")
     released = _release().where(ours).cte("released")
+    hour_counted, total_counted = rollup.count_in_statement(
+        moved, subscription_id=_SUBSCRIPTION_ID, started_at=_ATTEMPT["started_at"],
+        outcome=_ATTEMPT["outcome"], duration_ms=_ATTEMPT["duration_ms"])
     return select(
         select(func.count()).select_from(moved).scalar_subquery().label("moved"),
         select(func.count()).select_from(recorded).scalar_subquery().label("recorded"),
         select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
         select(released.c.id).scalar_subquery().label("released_id"),
         select(released.c.attempt_count).scalar_subquery().label("released_count"),
+        select(func.count()).select_from(hour_counted).scalar_subquery().label("hours"),
+        select(func.count()).select_from(total_counted).scalar_subquery().label("totals"),
     )
 
 
@@ -119,7 +126,8 @@ _RECORD_SUCCESS_PG = PreparedStatement.from_core("record_success", _one_statemen
 
 def _record_postgresql(connection: Connection, params: dict, is_failure: bool):
     statement = _RECORD_FAILURE_PG if is_failure else _RECORD_SUCCESS_PG
-    ((moved, _, failures, released_id, released_count),) = statement.execute(connection, params)
+    ((moved, _, failures, released_id, released_count, _, _),) = statement.execute(
+        connection, params)
     if not moved:
         return None
     return failures, [Dispatch(released_id, released_count)] if released_id else []
@@ -132,6 +140,9 @@ def _record_portable(connection: Connection, params: dict, is_failure: bool):
     if connection.execute(_MOVE, params).rowcount != 1:
         return None
     connection.execute(insert(attempts).values(delivery_id=bindparam("d_id"), **_ATTEMPT), params)
+    rollup.count_attempt(connection, delivery_id=params["d_id"], subscription_id=params["sub_id"],
+                         started_at=params["t_started"], outcome=params["result"],
+                         duration_ms=params["t_duration"])
     if is_failure:
         failures = connection.execute(
             _COUNT_FAILURE.returning(subscriptions.c.consecutive_failures), params).scalar_one()

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from sqlalchemy.exc import OperationalError
 
+from webhooks.config import get_settings
+from webhooks.db import get_engine
 from webhooks.delivery import run_attempt
+from webhooks.queue import DELIVER_TASK, PURGE_TASK, SWEEP_TASK, get_app
+from webhooks.retention import run_scheduled
 from webhooks.sweep import run_sweep
-from webhooks.queue import DELIVER_TASK, SWEEP_TASK, get_app
 
 celery_app = get_app()  # the worker's entry point: the app is built here
 
-__all__ = ["deliver", "sweep"]
+__all__ = ["deliver", "sweep", "purge"]
 
 
 # A database connection lost mid-task (restart, pg_terminate_backend) is retried
@@ -30,3 +33,13 @@ def deliver(delivery_id: str, attempt_count: int) -> None:
 def sweep() -> None:
     """Send due parked deliveries and recover lost messages and dead workers' claims."""
     run_sweep()
+
+
+# A deadlock with a replay of a row being purged is retried; the next run would anyway.
+@celery_app.task(name=PURGE_TASK, autoretry_for=(OperationalError,),
+                 retry_kwargs={"max_retries": 1, "countdown": 5})
+def purge() -> None:
+    """Apply retention for at most WEBHOOKS_PURGE_SECONDS (webhooks.retention)."""
+    settings = get_settings()
+    run_scheduled(get_engine(), retention_days=settings.retention_days,
+                  batch=settings.purge_batch, seconds=settings.purge_seconds)

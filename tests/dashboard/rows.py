@@ -8,6 +8,7 @@ from sqlalchemy import update
 
 from webhooks.db import session_scope
 from webhooks.models import Attempt, Delivery, Subscription, utcnow
+from webhooks.rollup import count_attempt
 
 from tests.api.helpers import emit, make_subscription, set_delivery
 
@@ -18,16 +19,22 @@ __all__ = ["make_subscription", "emit", "set_delivery", "add_attempts", "dead_de
 def add_attempts(delivery_id: str, outcomes: list[tuple[int | None, str]], *,
                  started: dt.datetime | None = None, error: str | None = None,
                  excerpt: str | None = "upstream said no") -> None:
-    """Attempt rows 1..n with these (status code, outcome), one second apart."""
+    """Attempt rows 1..n with these (status code, outcome), one second apart, counted in the
+    rollups as record.py counts them."""
     started = started or utcnow() - dt.timedelta(seconds=len(outcomes) + 1)
     with session_scope() as session:
+        subscription_id = session.get(Delivery, delivery_id).subscription_id
         for number, (code, outcome) in enumerate(outcomes, start=1):
-            session.add(Attempt(
+            attempt = Attempt(
                 delivery_id=delivery_id, number=number,
                 started_at=started + dt.timedelta(seconds=number), duration_ms=40 * number,
                 status_code=code, error=None if code is not None else (error or "connection refused"),
                 outcome=outcome, response_excerpt=excerpt if code is not None else None,
-            ))
+            )
+            session.add(attempt)
+            count_attempt(session.connection(), delivery_id=delivery_id,
+                          subscription_id=subscription_id, started_at=attempt.started_at,
+                          outcome=outcome, duration_ms=attempt.duration_ms)
 
 
 def dead_delivery(account_id: str, subscription_id: str) -> str:

@@ -48,3 +48,39 @@ def test_hourly_outcomes_counts_the_accounts_attempts_per_hour(any_db, monkeypat
     buckets = hourly_buckets(rows, now)
     assert buckets[-1].counts == {"retried": 1, "done": 1}
     assert buckets[-4].counts == {"retried": 1, "failed": 1}
+
+
+def test_status_counts_take_finished_deliveries_from_the_rollup_and_count_waiting_ones(
+        any_db, monkeypatch):
+    from webhooks import publisher
+
+    from .rows import set_delivery
+
+    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    account_id, _ = make_account("alice")
+    other_id, _ = make_account("bob")
+    subscription = make_subscription(account_id, "https://one.example.com/in")
+    make_subscription(other_id, "https://two.example.com/in")
+    this_hour = floor_hour(utcnow())
+    done, dead, waiting, held, long_ago = (emit(account_id)[1][0] for _ in range(5))
+    _, (foreign,) = emit(other_id)
+    add_attempts(done, [(500, "retry"), (200, "success")], started=this_hour)
+    add_attempts(dead, [(500, "retry")] * 5 + [(500, "dead")], started=this_hour)
+    add_attempts(long_ago, [(410, "permanent_failure")], started=this_hour - dt.timedelta(hours=30))
+    add_attempts(foreign, [(200, "success")], started=this_hour)
+    for delivery_id, status in ((done, "done"), (dead, "dead"), (held, "paused"),
+                                (long_ago, "failed"), (foreign, "done")):
+        set_delivery(delivery_id, status=status)
+    set_delivery(waiting, status="sending")  # an attempt in flight is still pending
+
+    since = this_hour - dt.timedelta(hours=23)
+    with session_scope() as session:
+        counts = queries.status_counts(session, account_id, since)
+        only = queries.status_counts(session, account_id, since, subscription.id)
+    assert counts == {"pending": 1, "paused": 1, "done": 1, "failed": 0, "dead": 1}
+    assert only == counts
+
+    monkeypatch.setattr(queries, "COUNT_CAP", 0)  # waiting ones are counted up to the cap + 1
+    set_delivery(done, status="pending")
+    with session_scope() as session:
+        assert queries.status_counts(session, account_id, since)["pending"] == 1

@@ -17,8 +17,8 @@ from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
+from ..delivery_list import DeliveryFilters, delivery_page
 from ..errors import ApiError
-from ..pagination import keyset_page
 from ..params import canonical_id, load_query
 from ..responses import json_response
 from ..schemas import DeliveryListSchema, DeliveryQuerySchema, DeliverySchema, delivery_resource
@@ -32,15 +32,6 @@ bp.before_request(authenticate)
 
 _ONE = DeliverySchema()
 _PAGE = DeliveryListSchema()
-
-# The stored statuses behind each public one: an attempt in flight is still pending.
-_STORED_STATUSES = {
-    "pending": [DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value],
-    "paused": [DeliveryStatus.PAUSED.value],
-    "done": [DeliveryStatus.DONE.value],
-    "failed": [DeliveryStatus.FAILED.value],
-    "dead": [DeliveryStatus.DEAD.value],
-}
 
 _REPLAYABLE = ("failed", "dead")
 
@@ -85,18 +76,15 @@ def _own(delivery_id: str) -> Delivery:
 )
 def list_page() -> Response:
     query = load_query(DeliveryQuerySchema())
-    limit = query["limit"]
     read_snapshot()  # the page and its attempts as of one moment
-    statement = select(Delivery).where(Delivery.account_id == current_account_id())
-    if "subscription_id" in query:
-        statement = statement.where(Delivery.subscription_id == str(query["subscription_id"]))
-    if "event_id" in query:
-        statement = statement.where(Delivery.event_id == str(query["event_id"]))
-    if "event_type" in query:
-        statement = statement.where(Delivery.event_type == query["event_type"])
-    if "status" in query:
-        statement = statement.where(Delivery.status.in_(_STORED_STATUSES[query["status"]]))
-    page, next_cursor = keyset_page(db_session(), statement, Delivery, query.get("cursor"), limit)
+    filters = DeliveryFilters(
+        status=query.get("status"),
+        event_type=query.get("event_type"),
+        subscription_id=str(query["subscription_id"]) if "subscription_id" in query else None,
+        event_id=str(query["event_id"]) if "event_id" in query else None,
+        cursor=query.get("cursor"),
+    )
+    page, next_cursor = delivery_page(db_session(), current_account_id(), filters, query["limit"])
     attempts = _attempts_of([delivery.id for delivery in page])
     return json_response(
         _PAGE,

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 from xml.sax.saxutils import escape
 
+from webhooks.rollup import floor_hour  # re-exported: the chart's hours are the rollup's
+
 __all__ = [
     "Series",
     "SERIES",
@@ -69,13 +71,6 @@ class Bucket:
     @property
     def total(self) -> int:
         return sum(self.counts.get(key, 0) for key in _KEYS)
-
-
-def floor_hour(moment: dt.datetime) -> dt.datetime:
-    """``moment`` in UTC, cut down to the start of its hour."""
-    if moment.tzinfo is None:
-        raise ValueError("an aware datetime is needed")
-    return moment.astimezone(dt.timezone.utc).replace(minute=0, second=0, microsecond=0)
 
 
 def hourly_buckets(

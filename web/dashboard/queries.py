@@ -9,14 +9,15 @@ all come back as ``None``, which the views answer with 404.
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
-from dataclasses import dataclass
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from webhooks.models import Attempt, Delivery, DeliveryStatus, Event, Subscription
+from webhooks.models import Attempt, AttemptHour, Delivery, DeliveryStatus, Event, Subscription
+from webhooks.rollup import floor_hour
 
+from .. import delivery_list
+from ..delivery_list import PUBLIC_STATUSES, STORED_STATUSES, DeliveryFilters
 from ..pagination import keyset_page
 from ..params import canonical_id
 
@@ -37,22 +38,17 @@ __all__ = [
     "event_body",
     "hourly_outcomes",
     "status_counts",
+    "COUNT_CAP",
 ]
 
-PUBLIC_STATUSES = ("pending", "paused", "done", "failed", "dead")
-
-# The stored statuses behind each public one: an attempt in flight is still pending.
-_STORED = {
-    "pending": (DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value),
-    "paused": (DeliveryStatus.PAUSED.value,),
-    "done": (DeliveryStatus.DONE.value,),
-    "failed": (DeliveryStatus.FAILED.value,),
-    "dead": (DeliveryStatus.DEAD.value,),
-}
+# Waiting deliveries are counted up to this many; the page shows more as "10000+".
+COUNT_CAP = 10_000
+# A finished delivery's last attempt has this outcome (webhooks.policy.Outcome).
+_FINAL_OUTCOMES = {"success": "done", "permanent_failure": "failed", "dead": "dead"}
 
 
 def stored_statuses(public: str) -> tuple[str, ...]:
-    return _STORED[public]
+    return STORED_STATUSES[public]
 
 
 def public_status(stored: str) -> str:
@@ -133,32 +129,15 @@ def subscription_labels(session: Session, account_id: str, ids) -> dict[str, tup
     return {row.id: (row.url, row.deleted_at is not None) for row in rows}
 
 
-@dataclass(frozen=True)
-class DeliveryFilters:
-    """The deliveries list's filters; each None means "any"."""
-
-    status: str | None = None
-    event_type: str | None = None
-    subscription_id: str | None = None
-    cursor: str | None = None
-
-
 def delivery_page(
     session: Session, account_id: str, filters: DeliveryFilters, limit: int = 50
 ) -> tuple[list[Delivery], str | None]:
     """One page of the account's deliveries, newest first, and the cursor of the next page.
 
-    The same keyset order as the API (index ``ix_deliveries_account_created``).
-    An invalid cursor raises :class:`web.errors.ApiError` (400).
+    The API's pages (web/delivery_list.py). An invalid cursor raises
+    :class:`web.errors.ApiError` (400).
     """
-    statement = select(Delivery).where(Delivery.account_id == account_id)
-    if filters.status:
-        statement = statement.where(Delivery.status.in_(stored_statuses(filters.status)))
-    if filters.event_type:
-        statement = statement.where(Delivery.event_type == filters.event_type)
-    if filters.subscription_id:
-        statement = statement.where(Delivery.subscription_id == filters.subscription_id)
-    return keyset_page(session, statement, Delivery, filters.cursor, limit)
+    return delivery_list.delivery_page(session, account_id, filters, limit)
 
 
 def attempts_of(session: Session, delivery_id: str) -> list[Attempt]:
@@ -187,53 +166,54 @@ def event_body(session: Session, account_id: str, event_id: str) -> bytes | None
     )
 
 
-def _hour_of(column, dialect: str):
-    if dialect == "postgresql":
-        return func.date_trunc("hour", column)
-    # SQLite keeps DateTime as 'YYYY-MM-DD HH:MM:SS.ffffff' text.
-    return func.strftime("%Y-%m-%d %H:00:00", column)
-
-
-def _as_utc(value) -> dt.datetime:
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
-    return value.replace(tzinfo=dt.timezone.utc) if value.tzinfo is None else value
-
-
 def hourly_outcomes(
     session: Session,
     account_id: str,
     since: dt.datetime,
     subscription_id: str | None = None,
 ) -> list[tuple[dt.datetime, str, int]]:
-    """``(hour, attempt outcome, count)`` for the account's attempts started since ``since``.
+    """``(hour, attempt outcome, count)`` for the account's attempts from the hour of ``since`` on.
 
-    Grouped in the database, so the page reads at most 24 x 4 rows whatever the traffic.
+    Read from the hourly rollup (webhooks/rollup.py), so a day's chart reads
+    at most 24 hours x 4 outcomes x its shards per subscription, whatever
+    the traffic.
     """
-    hour = _hour_of(Attempt.started_at, session.get_bind().dialect.name).label("hour")
+    total = func.sum(AttemptHour.attempts)
     statement = (
-        select(hour, Attempt.outcome, func.count())
-        .join(Delivery, Delivery.id == Attempt.delivery_id)
-        .where(Delivery.account_id == account_id, Attempt.started_at >= since)
-        .group_by(hour, Attempt.outcome)
+        select(AttemptHour.hour_start, AttemptHour.outcome, total)
+        .where(AttemptHour.account_id == account_id,
+               AttemptHour.hour_start >= floor_hour(since))
+        .group_by(AttemptHour.hour_start, AttemptHour.outcome)
     )
     if subscription_id is not None:
-        statement = statement.where(Delivery.subscription_id == subscription_id)
-    return [(_as_utc(h), outcome, count) for h, outcome, count in session.execute(statement)]
+        statement = statement.where(AttemptHour.subscription_id == subscription_id)
+    return [(hour, outcome, int(count)) for hour, outcome, count in session.execute(statement)]
+
+
+def _waiting(session: Session, account_id: str, stored: tuple[str, ...],
+             subscription_id: str | None) -> int:
+    """Deliveries in these stored statuses now, counted up to COUNT_CAP + 1."""
+    waiting = select(Delivery.id).where(Delivery.account_id == account_id,
+                                        Delivery.status.in_(stored))
+    if subscription_id is not None:
+        waiting = waiting.where(Delivery.subscription_id == subscription_id)
+    return session.scalar(select(func.count()).select_from(waiting.limit(COUNT_CAP + 1).subquery()))
 
 
 def status_counts(
     session: Session, account_id: str, since: dt.datetime, subscription_id: str | None = None
 ) -> dict[str, int]:
-    """The account's deliveries created since ``since``, counted by public status."""
-    statement = (
-        select(Delivery.status, func.count())
-        .where(Delivery.account_id == account_id, Delivery.created_at >= since)
-        .group_by(Delivery.status)
-    )
-    if subscription_id is not None:
-        statement = statement.where(Delivery.subscription_id == subscription_id)
-    counts: dict[str, int] = defaultdict(int)
-    for status, count in session.execute(statement):
-        counts[public_status(status)] += count
-    return {status: counts.get(status, 0) for status in PUBLIC_STATUSES}
+    """Deliveries by public status: finished from the hour of ``since`` on, and waiting now.
+
+    ``done``, ``failed`` and ``dead`` count the deliveries whose last attempt
+    was in those hours (the chart's own rollup rows). ``pending`` and
+    ``paused`` count those waiting now, whenever they were created, up to
+    COUNT_CAP + 1 (a value above COUNT_CAP means "more than COUNT_CAP").
+    """
+    counts = {status: 0 for status in PUBLIC_STATUSES}
+    for _hour, outcome, count in hourly_outcomes(session, account_id, since, subscription_id):
+        if outcome in _FINAL_OUTCOMES:
+            counts[_FINAL_OUTCOMES[outcome]] += count
+    for status in ("pending", "paused"):
+        counts[status] = _waiting(session, account_id, stored_statuses(status), subscription_id)
+    return counts

@@ -24,11 +24,15 @@ HOURS = 24
 DEAD_LISTED_FOR = dt.timedelta(days=7)
 
 
+def chart_since(now: dt.datetime) -> dt.datetime:
+    """The start of the chart's first hour: HOURS hours, the current one included."""
+    return chart.floor_hour(now) - dt.timedelta(hours=HOURS - 1)
+
+
 def hourly_chart(account_id: str, subscription_id: str | None = None, title: str | None = None) -> Markup:
     """The last 24 hours of attempts by outcome, as inline SVG."""
     now = utcnow()
-    since = chart.floor_hour(now) - dt.timedelta(hours=HOURS - 1)
-    rows = queries.hourly_outcomes(db_session(), account_id, since, subscription_id)
+    rows = queries.hourly_outcomes(db_session(), account_id, chart_since(now), subscription_id)
     buckets = chart.hourly_buckets(rows, now, HOURS)
     svg = chart.render_chart(
         buckets,
@@ -53,7 +57,6 @@ def index():
     subscriptions = queries.subscriptions_of(session, account.id)
     paused = [s for s in subscriptions if s.status == "paused"]
     now = utcnow()
-    since = now - dt.timedelta(hours=HOURS)
     dead = list(
         session.scalars(
             select(Delivery)
@@ -73,7 +76,8 @@ def index():
         paused=paused,
         dead=dead,
         labels=labels,
-        counts=queries.status_counts(session, account.id, since),
+        counts=queries.status_counts(session, account.id, chart_since(now)),
+        count_cap=queries.COUNT_CAP,
         chart_svg=hourly_chart(account.id),
     )
 

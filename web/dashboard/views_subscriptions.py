@@ -3,7 +3,6 @@ actions Send test, Resume and Rotate secret, on the same core functions as the A
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
@@ -22,7 +21,7 @@ from ..transaction import after_commit, db_session
 from . import queries
 from .blueprint import bp, current_account
 from .forms import ALL_TYPES, ONLY_TYPES, SubscriptionForm
-from .views_overview import HOURS, hourly_chart
+from .views_overview import chart_since, hourly_chart
 
 log = logging.getLogger("web.dashboard")
 
@@ -108,13 +107,14 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         session, account_id, queries.DeliveryFilters(subscription_id=subscription.id),
         limit=RECENT_DELIVERIES,
     )
-    since = utcnow() - dt.timedelta(hours=HOURS)
+    since = chart_since(utcnow())
     return render_template(
         "dashboard/subscription.html",
         subscription=subscription,
         show_secret=show_secret,
         recent=recent,
         counts=queries.status_counts(session, account_id, since, subscription.id),
+        count_cap=queries.COUNT_CAP,
         chart_svg=hourly_chart(
             account_id, subscription.id, "Attempts to this endpoint per hour, last 24 hours"
         ),

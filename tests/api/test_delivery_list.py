@@ -1,0 +1,107 @@
+"""The delivery list read as merged per-status index ranges (web/delivery_list.py), on both
+databases: the pages are the newest-first order of every matching row, whatever the filters."""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+import random
+
+import pytest
+from sqlalchemy import event, select
+
+from tests.factories import make_account, make_subscription
+from web.delivery_list import STORED_STATUSES, DeliveryFilters, delivery_page
+from webhooks.db import get_engine, session_scope
+from webhooks.models import Delivery, DeliveryStatus
+
+from .helpers import insert_deliveries, set_delivery
+
+T0 = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)
+STATUSES = [status.value for status in DeliveryStatus]
+
+
+@pytest.fixture
+def rows(any_db):
+    """40 deliveries of two subscriptions, two types and every status, with tied times."""
+    account_id, _ = make_account("alice")
+    first = make_subscription(account_id, "https://a.example.com/in").id
+    second = make_subscription(account_id, "https://b.example.com/in").id
+    shuffle = random.Random(7)
+    ids = []
+    for subscription_id, event_type in itertools.product((first, second), ("email.sent", "email.opened")):
+        created = [T0 + dt.timedelta(seconds=shuffle.randrange(6)) for _ in range(10)]
+        ids += insert_deliveries(account_id, subscription_id, created, event_type)
+    for delivery_id in ids:
+        set_delivery(delivery_id, status=shuffle.choice(STATUSES))
+    return account_id, first, second
+
+
+def walk(account_id: str, filters: DeliveryFilters, limit: int) -> list[str]:
+    """Every page, following next_cursor to the end."""
+    seen, cursor = [], None
+    while True:
+        with session_scope() as session:
+            page, cursor = delivery_page(
+                session, account_id, DeliveryFilters(**{**filters.__dict__, "cursor": cursor}), limit)
+        seen += [delivery.id for delivery in page]
+        assert len(page) <= limit
+        if cursor is None:
+            return seen
+
+
+def expected(account_id: str, filters: DeliveryFilters) -> list[str]:
+    with session_scope() as session:
+        rows = session.scalars(select(Delivery).where(Delivery.account_id == account_id)).all()
+    matching = [
+        row for row in rows
+        if (not filters.status or row.status in STORED_STATUSES[filters.status])
+        and (not filters.subscription_id or row.subscription_id == filters.subscription_id)
+        and (not filters.event_type or row.event_type == filters.event_type)
+    ]
+    matching.sort(key=lambda row: (row.created_at, row.id), reverse=True)
+    return [row.id for row in matching]
+
+
+@pytest.mark.parametrize("status", [None, "pending", "done"])
+@pytest.mark.parametrize("by", ["account", "subscription", "event_type", "both"])
+def test_every_filter_pages_through_exactly_the_matching_rows_in_order(rows, status, by):
+    account_id, first, _ = rows
+    filters = DeliveryFilters(
+        status=status,
+        subscription_id=first if by in ("subscription", "both") else None,
+        event_type="email.opened" if by in ("event_type", "both") else None,
+    )
+    want = expected(account_id, filters)
+    assert walk(account_id, filters, limit=3) == want
+    assert walk(account_id, filters, limit=50) == want
+
+
+def test_pending_includes_an_attempt_in_flight(rows):
+    account_id, first, _ = rows
+    with session_scope() as session:
+        statuses = {row.status for row in session.scalars(select(Delivery))}
+    assert {"pending", "sending"} <= statuses
+    listed = walk(account_id, DeliveryFilters(status="pending"), limit=4)
+    with session_scope() as session:
+        shown = {session.get(Delivery, d).status for d in listed}
+    assert shown == {"pending", "sending"}
+
+
+def test_another_accounts_subscription_gives_an_empty_page_without_reading_its_rows(rows):
+    _, first, _ = rows
+    stranger, _ = make_account("mallory")
+    statements = []
+    engine = get_engine()
+
+    def record(_conn, _cursor, statement, *_):
+        statements.append(statement)
+
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        with session_scope() as session:
+            page = delivery_page(session, stranger, DeliveryFilters(subscription_id=first), 10)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert page == ([], None)
+    assert statements and not [s for s in statements if "FROM deliveries" in s]

@@ -1,0 +1,215 @@
+"""Retention (webhooks/retention.py, `webhooks db purge`): what goes, what stays, in batches."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from sqlalchemy import func, insert, select
+
+from tests.factories import make_account, make_subscription
+from webhooks import retention
+from webhooks.db import get_engine, session_scope
+from webhooks.models import Attempt, AttemptHour, Delivery, Event, new_id, utcnow
+from webhooks.rollup import count_attempt, floor_hour
+
+NOW = dt.datetime(2026, 9, 1, 12, 30, tzinfo=dt.timezone.utc)
+OLD = NOW - dt.timedelta(days=31)  # before the 30-day cut-off
+RECENT = NOW - dt.timedelta(days=29)
+
+
+@pytest.fixture
+def subscription(any_db):
+    account_id, _ = make_account()
+    return account_id, make_subscription(account_id, "https://example.com/hook").id
+
+
+def add_event(account_id: str, created_at: dt.datetime) -> str:
+    event_id = new_id()
+    with session_scope() as session:
+        session.execute(insert(Event).values(
+            id=event_id, account_id=account_id, type="email.sent", version="2026-07-30",
+            idempotency_key=None, body=b"{}", created_at=created_at))
+    return event_id
+
+
+def add_delivery(subscription, created_at: dt.datetime, status: str, *, attempts: int = 1,
+                 event_id: str | None = None, replay_of: str | None = None) -> str:
+    """A delivery (and its own event unless given) with ``attempts`` attempt rows."""
+    account_id, subscription_id = subscription
+    event_id = event_id or add_event(account_id, created_at)
+    delivery_id = new_id()
+    with session_scope() as session:
+        session.execute(insert(Delivery).values(
+            id=delivery_id, account_id=account_id, event_id=event_id,
+            subscription_id=subscription_id, event_type="email.sent", status=status,
+            attempt_count=attempts, next_attempt_at=None, parked=False, replay_of=replay_of,
+            created_at=created_at, updated_at=created_at))
+        for number in range(1, attempts + 1):
+            started = created_at + dt.timedelta(seconds=number)
+            session.execute(insert(Attempt).values(
+                delivery_id=delivery_id, number=number, started_at=started, duration_ms=10,
+                status_code=500, error=None, outcome="retry", response_excerpt=None))
+            count_attempt(session.connection(), delivery_id=delivery_id,
+                          subscription_id=subscription_id, started_at=started, outcome="retry",
+                          duration_ms=10)
+    return delivery_id
+
+
+def purge(days: int = 30, batch: int = 500, **options) -> retention.Purged:
+    return retention.purge(get_engine(), retention_days=days, batch=batch, now=NOW, **options)
+
+
+def exists(model, row_id) -> bool:
+    with session_scope() as session:
+        return session.get(model, row_id) is not None
+
+
+def count(model) -> int:
+    with session_scope() as session:
+        return session.scalar(select(func.count()).select_from(model))
+
+
+def test_old_finished_deliveries_go_with_their_attempts_and_events(subscription):
+    gone = [add_delivery(subscription, OLD, status, attempts=n)
+            for status, n in (("done", 1), ("failed", 2), ("dead", 6))]
+    kept = [add_delivery(subscription, OLD, status) for status in ("pending", "sending", "paused")]
+    recent = add_delivery(subscription, RECENT, "done")
+
+    purged = purge()
+
+    assert purged.report() == {"events": 3, "deliveries": 3, "attempts": 9}
+    assert not any(exists(Delivery, d) for d in gone)
+    assert all(exists(Delivery, d) for d in [*kept, recent])
+    with session_scope() as session:
+        left = session.scalars(select(Attempt.delivery_id)).all()
+        events = set(session.scalars(select(Event.id)))
+        their_events = set(session.scalars(select(Delivery.event_id)))
+    assert sorted(left) == sorted([*kept, recent])  # one attempt each
+    assert events == their_events  # the kept deliveries keep their events
+
+
+def test_an_event_goes_only_when_no_delivery_of_it_is_left(subscription):
+    account_id, _ = subscription
+    shared = add_event(account_id, OLD)
+    done = add_delivery(subscription, OLD, "done", event_id=shared)
+    waiting = add_delivery(subscription, OLD, "pending", event_id=shared)
+    lonely = add_event(account_id, OLD)  # no subscription wanted it
+    fresh_lonely = add_event(account_id, RECENT)
+
+    purged = purge()
+
+    assert (purged.deliveries, purged.events) == (1, 1)
+    assert not exists(Delivery, done) and exists(Delivery, waiting)
+    assert exists(Event, shared) and not exists(Event, lonely) and exists(Event, fresh_lonely)
+
+
+def test_an_original_is_kept_while_a_kept_delivery_replays_it(subscription):
+    original = add_delivery(subscription, OLD, "dead", attempts=6)
+    replay = add_delivery(subscription, RECENT, "pending", replay_of=original)
+    old_original = add_delivery(subscription, OLD - dt.timedelta(days=1), "failed")
+    old_replay = add_delivery(subscription, OLD, "done", replay_of=old_original)
+
+    purged = purge()
+
+    assert exists(Delivery, original) and exists(Delivery, replay)
+    # Both old and finished: the replay goes, then (in the same purge) its original.
+    assert not exists(Delivery, old_replay) and not exists(Delivery, old_original)
+    assert purged.deliveries == 2
+
+
+def test_retention_of_0_days_keeps_everything(subscription):
+    add_delivery(subscription, OLD - dt.timedelta(days=3000), "done")
+    assert purge(days=0).report() == {"events": 0, "deliveries": 0, "attempts": 0}
+    assert count(Delivery) == 1
+
+
+def test_work_goes_in_batches_and_stops_at_the_deadline(subscription):
+    for _ in range(5):
+        add_delivery(subscription, OLD, "done")
+    first = purge(batch=2, deadline=time.monotonic())  # the deadline passed: one batch only
+    assert first.deliveries == 2 and count(Delivery) == 3
+    rest = purge(batch=2)
+    assert rest.deliveries == 3 and count(Delivery) == 0
+
+
+def test_the_rollup_loses_its_hours_before_the_cut_off_only(subscription):
+    add_delivery(subscription, OLD, "pending")  # kept, but its old hour is not
+    add_delivery(subscription, RECENT, "pending")
+    purged = purge()
+    with session_scope() as session:
+        hours = session.scalars(select(AttemptHour.hour_start)).all()
+    assert purged.attempt_hours == 1
+    assert hours == [floor_hour(RECENT + dt.timedelta(seconds=1))]
+
+
+def test_two_purges_at_once_delete_each_row_once(db):
+    subscription = make_account()[0]
+    subscription = (subscription, make_subscription(subscription, "https://e.example.com/").id)
+    for _ in range(60):
+        add_delivery(subscription, OLD, "done", attempts=2)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(purge(batch=5))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(r.deliveries for r in results) == 60
+    assert sum(r.attempts for r in results) == 120
+    assert count(Delivery) == count(Attempt) == count(Event) == 0
+
+
+def test_webhooks_db_purge_prints_what_it_deleted(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")}
+    env["WEBHOOKS_DATA_DIR"] = str(tmp_path)
+
+    def run(*args, **extra):
+        return subprocess.run([sys.executable, "-m", "webhooks.cli", *args], cwd=tmp_path,
+                              env={**env, **extra}, capture_output=True, text=True, timeout=60)
+
+    assert run("db", "upgrade").returncode == 0
+    url = f"sqlite:///{tmp_path / 'webhooks.db'}"
+    result = run("db", "purge", WEBHOOKS_DATABASE_URL=url)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"events": 0, "deliveries": 0, "attempts": 0}
+    bad = run("db", "purge", WEBHOOKS_DATABASE_URL=url, WEBHOOKS_RETENTION_DAYS="-1")
+    assert bad.returncode == 2 and "WEBHOOKS_RETENTION_DAYS" in bad.stderr
+
+
+@pytest.mark.parametrize("days, scheduled", [("30", True), ("0", False)])
+def test_the_scheduler_purges_only_while_retention_is_on(tmp_path, days, scheduled):
+    """Read in a fresh interpreter, as beat reads celeryconfig."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = "import celeryconfig, json; print(json.dumps(celeryconfig.beat_schedule))"
+    env = {**os.environ, "WEBHOOKS_RETENTION_DAYS": days, "WEBHOOKS_PURGE_INTERVAL": "120",
+           "WEBHOOKS_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True,
+                         text=True, check=True, timeout=60)
+    schedule = json.loads(out.stdout)
+    assert ("webhooks-purge" in schedule) is scheduled
+    if scheduled:
+        assert schedule["webhooks-purge"]["task"] == "webhooks.purge"
+        assert schedule["webhooks-purge"]["schedule"] == 120
+
+
+def test_a_scheduled_run_does_nothing_while_another_one_runs(db):
+    account_id, _ = make_account()
+    subscription = (account_id, make_subscription(account_id, "https://e.example.com/").id)
+    add_delivery(subscription, utcnow() - dt.timedelta(days=40), "done")
+    engine = get_engine()
+
+    def scheduled():
+        return retention.run_scheduled(engine, retention_days=30, batch=10, seconds=5)
+
+    with engine.connect() as other_run:
+        other_run.execute(select(func.pg_advisory_lock(retention.RUN_LOCK_KEY)))
+        assert scheduled().rows == 0
+        other_run.execute(select(func.pg_advisory_unlock(retention.RUN_LOCK_KEY)))
+        other_run.commit()
+    assert scheduled().deliveries == 1
