@@ -34,22 +34,12 @@ from sqlalchemy import select, union_all
 from sqlalchemy.orm import Session, aliased
 
 from webhooks.models import Delivery, DeliveryStatus, Subscription
+from webhooks.states import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
 
 from .pagination import decode_cursor, encode_cursor, older_than
 
 __all__ = ["PUBLIC_STATUSES", "STORED_STATUSES", "DeliveryFilters", "delivery_page"]
 
-#: The statuses the API and the dashboard show and filter on, in lifecycle order.
-PUBLIC_STATUSES = ("pending", "paused", "done", "failed", "dead")
-
-#: The stored statuses behind each public one: an attempt in flight is still pending.
-STORED_STATUSES: dict[str, tuple[str, ...]] = {
-    "pending": (DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value),
-    "paused": (DeliveryStatus.PAUSED.value,),
-    "done": (DeliveryStatus.DONE.value,),
-    "failed": (DeliveryStatus.FAILED.value,),
-    "dead": (DeliveryStatus.DEAD.value,),
-}
 _EVERY_STATUS = tuple(status.value for status in DeliveryStatus)
 
 

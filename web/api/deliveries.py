@@ -13,6 +13,7 @@ from sqlalchemy import select
 
 from webhooks import publisher, store
 from webhooks.outbox import Dispatch
+from webhooks.states import REPLAYABLE
 from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
 
 from ..apidoc import documented
@@ -32,8 +33,6 @@ bp.before_request(authenticate)
 
 _ONE = DeliverySchema()
 _PAGE = DeliveryListSchema()
-
-_REPLAYABLE = ("failed", "dead")
 
 
 def _attempts_of(delivery_ids: list[str]) -> dict[str, list[Attempt]]:
@@ -117,7 +116,7 @@ def get(delivery_id: str) -> Response:
 def replay(delivery_id: str) -> Response:
     original = _own(delivery_id)
     shown = DeliveryStatus(original.status).public
-    if shown not in _REPLAYABLE:
+    if shown not in REPLAYABLE:
         # Checked here as well as in the store so the message names the public
         # status: the store's would say "sending" for an attempt in flight.
         raise ApiError(

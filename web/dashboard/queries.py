@@ -13,17 +13,18 @@ import datetime as dt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from webhooks.models import Attempt, AttemptHour, Delivery, DeliveryStatus, Event, Subscription
+from webhooks.models import Attempt, AttemptHour, Delivery, Event, Subscription
 from webhooks.rollup import floor_hour
 
 from .. import delivery_list
-from ..delivery_list import PUBLIC_STATUSES, STORED_STATUSES, DeliveryFilters
+from webhooks.states import PUBLIC_STATUSES, STORED_STATUSES, public_status
+
+from ..delivery_list import DeliveryFilters
 from ..pagination import keyset_page
 from ..params import canonical_id
 
 __all__ = [
     "PUBLIC_STATUSES",
-    "stored_statuses",
     "public_status",
     "own_subscription",
     "own_delivery",
@@ -45,14 +46,6 @@ __all__ = [
 COUNT_CAP = 10_000
 # A finished delivery's last attempt has this outcome (webhooks.policy.Outcome).
 _FINAL_OUTCOMES = {"success": "done", "permanent_failure": "failed", "dead": "dead"}
-
-
-def stored_statuses(public: str) -> tuple[str, ...]:
-    return STORED_STATUSES[public]
-
-
-def public_status(stored: str) -> str:
-    return DeliveryStatus(stored).public
 
 
 def own_subscription(session: Session, account_id: str, subscription_id: str) -> Subscription | None:
@@ -215,5 +208,5 @@ def status_counts(
         if outcome in _FINAL_OUTCOMES:
             counts[_FINAL_OUTCOMES[outcome]] += count
     for status in ("pending", "paused"):
-        counts[status] = _waiting(session, account_id, stored_statuses(status), subscription_id)
+        counts[status] = _waiting(session, account_id, STORED_STATUSES[status], subscription_id)
     return counts

@@ -8,6 +8,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 
 from webhooks import publisher, store
 from webhooks.outbox import Dispatch
+from webhooks.states import REPLAYABLE
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.errors import Conflict
 from webhooks.models import Delivery, DeliveryStatus, utcnow
@@ -21,7 +22,6 @@ from .blueprint import bp, current_account
 log = logging.getLogger("web.dashboard")
 
 PAGE_SIZE = 50
-REPLAYABLE = ("failed", "dead")
 
 
 def _own(delivery_id: str) -> Delivery:

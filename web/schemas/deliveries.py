@@ -11,6 +11,7 @@ from marshmallow import Schema, fields, validate
 
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.models import Attempt, Delivery, DeliveryStatus
+from webhooks.states import PUBLIC_STATUSES
 from webhooks.policy import Outcome
 
 from .common import PageQuerySchema, UTCTimestamp, next_cursor_field
@@ -25,7 +26,6 @@ __all__ = [
 ]
 
 #: The statuses the API shows and filters on, in lifecycle order.
-PUBLIC_STATUSES = ("pending", "paused", "done", "failed", "dead")
 
 
 class DeliveryQuerySchema(PageQuerySchema):
