@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from .accounts import new_signing_secret
 from .errors import Conflict, NotFound
 from .models import Delivery, Subscription, new_id
+from .outbox import Dispatch, publish_after_commit
 from .quotas import reserve_subscription_slot
 from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 
@@ -118,7 +119,8 @@ def replay_delivery(session: Session, delivery: Delivery, now: dt.datetime) -> D
     """A new delivery of the same event to the same subscription, attempts from 1.
 
     Only a ``failed`` or ``dead`` delivery may be replayed (Conflict otherwise);
-    the original is left as it was. A paused subscription holds the replay.
+    the original is left as it was. A paused subscription holds the replay;
+    otherwise it is published after the caller's transaction commits.
     """
     if delivery.status not in (DeliveryStatus.FAILED.value, DeliveryStatus.DEAD.value):
         raise Conflict(
@@ -147,6 +149,10 @@ def replay_delivery(session: Session, delivery: Delivery, now: dt.datetime) -> D
     )
     session.add(replay)
     session.flush()
+    if not held:
+        # Like emit_event: published by the background publisher once the
+        # caller commits, so a request never waits for the broker.
+        publish_after_commit(session, [Dispatch(replay.id, 0)])
     return replay
 
 

@@ -11,8 +11,7 @@ from collections import defaultdict
 from flask import Blueprint, Response, url_for
 from sqlalchemy import select
 
-from webhooks import publisher, store
-from webhooks.outbox import Dispatch
+from webhooks import store
 from webhooks.states import REPLAYABLE
 from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
 
@@ -23,7 +22,7 @@ from ..errors import ApiError
 from ..params import canonical_id, load_query
 from ..responses import json_response
 from ..schemas import DeliveryListSchema, DeliveryQuerySchema, DeliverySchema, delivery_resource
-from ..transaction import after_commit, db_session, read_snapshot
+from ..transaction import db_session, read_snapshot
 from .prefix import API_PREFIX
 
 __all__ = ["bp"]
@@ -124,11 +123,6 @@ def replay(delivery_id: str) -> Response:
             "not_replayable",
             f"Only failed or dead deliveries can be replayed; this one is {shown}.",
         )
-    replayed = store.replay_delivery(db_session(), original, utcnow())
-    if replayed.status == DeliveryStatus.PENDING.value:
-        # Like emit_event: handed to the background publisher after the commit,
-        # so the request never waits for the broker (a refused message is parked).
-        item = Dispatch(replayed.id, 0)
-        after_commit(lambda: publisher.submit([item]))
+    replayed = store.replay_delivery(db_session(), original, utcnow())  # published after commit
     location = url_for(".get", delivery_id=replayed.id)
     return json_response(_ONE, delivery_resource(replayed, []), 202, {"Location": location})

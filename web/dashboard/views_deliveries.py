@@ -6,8 +6,7 @@ import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from webhooks import publisher, store
-from webhooks.outbox import Dispatch
+from webhooks import store
 from webhooks.states import REPLAYABLE
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.errors import Conflict
@@ -15,7 +14,7 @@ from webhooks.models import Delivery, DeliveryStatus, utcnow
 
 from ..errors import ApiError
 from ..params import canonical_id
-from ..transaction import after_commit, db_session, read_snapshot
+from ..transaction import db_session, read_snapshot
 from . import queries
 from .blueprint import bp, current_account
 
@@ -118,10 +117,7 @@ def replay_delivery(delivery_id: str):
                   if shown not in REPLAYABLE else str(error))
         flash(f"Not replayed: {reason}.", "error")
         return redirect(url_for("dashboard.delivery", delivery_id=original.id))
-    if replayed.status == DeliveryStatus.PENDING.value:
-        # As the API does: handed to the background publisher after the commit.
-        item = Dispatch(replayed.id, 0)
-        after_commit(lambda: publisher.submit([item]))
+    if replayed.status == DeliveryStatus.PENDING.value:  # published after commit (store.py)
         flash("Replay sent as a new delivery.", "success")
     else:
         flash("Replay created; it waits while the subscription is paused.", "info")
