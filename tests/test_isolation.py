@@ -14,9 +14,8 @@ import pytest
 from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
-from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
-from tests.support.worker import WorkerProcess
+from tests.support.worker import threads_worker
 from webhooks import emit_event
 from webhooks.db import session_scope
 from webhooks.models import Attempt, Delivery
@@ -26,9 +25,7 @@ pytestmark = pytest.mark.integration
 
 HANG_S = 3.0
 SLOW_EVENTS = 2
-ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
+SETTINGS = {
     "WEBHOOKS_MAX_IN_FLIGHT": "1",
     "WEBHOOKS_TIMEOUT": "5",
     "WEBHOOKS_SWEEP_INTERVAL": "1",
@@ -38,17 +35,7 @@ ENV = {
 
 @pytest.fixture
 def worker(postgres, db, monkeypatch):
-    from tests.support import services
-    from webhooks.config import reset_settings_cache
-
-    services.check_redis()
-    import redis
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    reset_settings_cache()
-    process = WorkerProcess(ENV, pool="threads", concurrency=4, beat=True).start()
+    process = threads_worker(monkeypatch, SETTINGS, concurrency=4)
     yield process
     process.stop()
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import make_account, make_subscription
-from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
-from tests.support.worker import WorkerProcess
+from tests.support.worker import threads_worker
 from webhooks import emit_event, publisher
 from webhooks.db import session_scope
 from webhooks.emit import send_test
@@ -24,9 +23,7 @@ from webhooks.samples import sample_data
 pytestmark = pytest.mark.integration
 
 HANG_S = 20.0
-ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
+SETTINGS = {
     "WEBHOOKS_TIMEOUT": "15",
     "WEBHOOKS_TEST_MAX_IN_FLIGHT": "2",
     "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "3",
@@ -37,17 +34,7 @@ ENV = {
 
 @pytest.fixture
 def worker(postgres, db, monkeypatch):
-    from tests.support import services
-    from webhooks.config import reset_settings_cache
-
-    services.check_redis()
-    import redis
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    reset_settings_cache()
-    process = WorkerProcess(ENV, pool="threads", concurrency=6, beat=True).start()
+    process = threads_worker(monkeypatch, SETTINGS, concurrency=6)
     yield process
     process.kill()
 

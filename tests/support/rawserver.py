@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 from typing import Callable
 
@@ -29,15 +30,21 @@ def read_request(conn: socket.socket) -> bytes:
 
 
 class RawServer:
-    """Calls ``behaviour(conn)`` after reading each request; counts requests received."""
+    """Calls ``behaviour(conn)`` after reading each request; counts requests received.
 
-    def __init__(self, behaviour: Callable[[socket.socket], None], host: str = "127.0.0.1"):
-        self.behaviour = behaviour
+    ``tls``: a server-side SSLContext, the connection is TLS. ``read_first=False``:
+    the behaviour runs as soon as the TCP connection is accepted (no handshake,
+    no request read), for a server that never answers even the TLS hello.
+    """
+
+    def __init__(self, behaviour: Callable[[socket.socket], None], host: str = "127.0.0.1", *,
+                 tls: ssl.SSLContext | None = None, read_first: bool = True):
+        self.behaviour, self.tls, self.read_first = behaviour, tls, read_first
         self.requests = 0
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
-        self._sock.listen(16)
+        self._sock.listen(64)
         self.port = self._sock.getsockname()[1]
         self._closed = False
         threading.Thread(target=self._serve, daemon=True).start()
@@ -52,11 +59,15 @@ class RawServer:
 
     def _handle(self, conn: socket.socket):
         try:
-            read_request(conn)
-            self.requests += 1
+            if self.read_first:
+                conn.settimeout(60)
+                if self.tls is not None:
+                    conn = self.tls.wrap_socket(conn, server_side=True)
+                read_request(conn)
+                self.requests += 1
             self.behaviour(conn)
-        except OSError:
-            pass
+        except (OSError, ValueError):
+            pass  # the client gave up, or refused our certificate: often the point
         finally:
             try:
                 conn.close()

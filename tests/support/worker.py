@@ -81,3 +81,21 @@ class WorkerProcess:
                 self.process.wait(15)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+def threads_worker(monkeypatch, settings: dict[str, str], *, concurrency: int) -> WorkerProcess:
+    """A started threads worker (with beat) on the tests' PostgreSQL and an emptied Redis,
+    with ``settings`` (WEBHOOKS_* names) for it and for this process, which emits."""
+    import redis
+
+    from tests.support import services
+    from webhooks.config import reset_settings_cache
+
+    services.check_redis()
+    redis.Redis.from_url(services.REDIS_URL).flushdb()
+    env = {"WEBHOOKS_DATABASE_URL": services.PG_URL, "WEBHOOKS_BROKER_URL": services.REDIS_URL,
+           **settings}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    reset_settings_cache()
+    return WorkerProcess(env, pool="threads", concurrency=concurrency, beat=True).start()

@@ -19,7 +19,6 @@ import ipaddress
 import socket
 import ssl
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from tests.support.rawserver import read_request
+from tests.support.rawserver import RawServer
 
 __all__ = ["Certificates", "ZooEndpoint", "Expect", "zoo", "SLOW_DNS_SUFFIX", "slow_resolver"]
 
@@ -90,57 +89,16 @@ class Certificates:
         return context
 
 
-class ZooEndpoint:
-    """A socket server on 127.0.0.1: optional TLS, then ``behaviour(conn)`` after the request.
-
-    ``read_first=False`` calls the behaviour as soon as the TCP connection is
-    accepted (for a handshake that never completes). Stop with :meth:`close`.
-    """
+class ZooEndpoint(RawServer):
+    """A zoo endpoint: a RawServer on 127.0.0.1 that knows its URL. Stop with ``close()``."""
 
     def __init__(self, behaviour: Callable[[socket.socket], None], *,
                  tls: ssl.SSLContext | None = None, read_first: bool = True):
-        self.behaviour, self.tls, self.read_first = behaviour, tls, read_first
-        self.requests = 0
-        self._sock = socket.socket()
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.port = self._sock.getsockname()[1]
-        self._closed = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(behaviour, tls=tls, read_first=read_first)
 
     def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
         scheme = "https" if self.tls else "http"
         return f"{scheme}://{host}:{self.port}{path}"
-
-    def _serve(self):
-        while not self._closed.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _handle(self, conn: socket.socket):
-        try:
-            conn.settimeout(60)
-            if self.tls is not None and self.read_first:
-                conn = self.tls.wrap_socket(conn, server_side=True)
-            if self.read_first:
-                read_request(conn)
-                self.requests += 1
-            self.behaviour(conn)
-        except (OSError, ssl.SSLError, ValueError):
-            pass  # the client gave up or refused our certificate: that is the point
-        finally:
-            try:
-                conn.close()
-            except OSError:
-                pass
-
-    def close(self):
-        self._closed.set()
-        self._sock.close()
 
 
 # ---------------------------------------------------------------- behaviours
