@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 ERROR_TEXT_LIMIT = 500  # characters of an attempt's error kept (ours are far shorter)
 
 
-class _Recorded(NamedTuple):
+class _Finished(NamedTuple):
     """A recorded attempt: what the sender gave, what was decided, what the record led to."""
 
     result: AttemptResult
@@ -167,7 +167,7 @@ def _record_or_internal_error(engine, claim, result, started_at, settings):
             doing)
 
 
-def _record(connection, claim, result, started_at, settings) -> _Recorded | None:
+def _record(connection, claim, result, started_at, settings) -> _Finished | None:
     """Decide the next step (policy.next_step) and record it. A short retry rides a
     countdown only while the deployment's countdown budget has room. Text from the
     receiver is made storable first."""
@@ -181,10 +181,10 @@ def _record(connection, claim, result, started_at, settings) -> _Recorded | None
         duration_ms=result.duration_ms, status_code=result.status_code,
         error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
     )
-    return None if done is None else _Recorded(result, step, done)
+    return None if done is None else _Finished(result, step, done)
 
 
-def _log_attempt(claim, recorded: _Recorded, settings) -> None:
+def _log_attempt(claim, recorded: _Finished, settings) -> None:
     """One structured line per attempt: ids and outcome, never the secret or the body."""
     result, step = recorded.result, recorded.step
     log.info(

@@ -31,7 +31,7 @@ from .prepared import PreparedStatement
 from .states import DeliveryStatus, waiting
 from .store import hold_pending, pause_subscription
 
-__all__ = ["Recorded", "record", "release_waiting"]
+__all__ = ["Recorded", "record"]
 
 deliveries, subscriptions, attempts = Delivery.__table__, Subscription.__table__, Attempt.__table__
 SENDING = DeliveryStatus.SENDING.value
@@ -77,12 +77,13 @@ _COUNT_SUCCESS = (update(subscriptions)
                   .values(consecutive_failures=0))
 
 
-def _release(limit=1, locking: bool = True):
-    """Make the oldest ``limit`` deliveries waiting for a slot of the subscription due now."""
+def _release(locking: bool):
+    """Make the oldest delivery waiting for a slot of the subscription due now (``locking``:
+    skip rows another transaction holds, on PostgreSQL)."""
     w = deliveries.alias("w")
     oldest = (select(w.c.id)
               .where(w.c.subscription_id == _SUBSCRIPTION_ID, waiting(w))
-              .order_by(w.c.created_at, w.c.id).limit(limit))
+              .order_by(w.c.created_at, w.c.id).limit(1))
     if locking:
         oldest = oldest.with_for_update(skip_locked=True)
     # No second test of "waiting" here: the subquery locks the rows it picks
@@ -105,7 +106,7 @@ def _one_statement(count):
                 .from_select(["delivery_id", *_ATTEMPT], select(moved.c.id, *_ATTEMPT.values()))
                 .returning(attempts.c.delivery_id).cte("recorded"))
     counted = count.where(ours).returning(subscriptions.c.consecutive_failures).cte("counted")
-    released = _release().where(ours).cte("released")
+    released = _release(locking=True).where(ours).cte("released")
     hour_counted, total_counted = rollup.count_in_statement(
         moved, subscription_id=_SUBSCRIPTION_ID, started_at=_ATTEMPT["started_at"],
         outcome=_ATTEMPT["outcome"], duration_ms=_ATTEMPT["duration_ms"])
@@ -135,6 +136,8 @@ def _record_postgresql(connection: Connection, params: dict, is_failure: bool):
 
 # ---------------------------------------------------------------- SQLite: step by step
 
+_RELEASE_PORTABLE = _release(locking=False)  # SQLite has no row locks: BEGIN IMMEDIATE serialises
+
 
 def _record_portable(connection: Connection, params: dict, is_failure: bool):
     if connection.execute(_MOVE, params).rowcount != 1:
@@ -149,7 +152,7 @@ def _record_portable(connection: Connection, params: dict, is_failure: bool):
     else:
         connection.execute(_COUNT_SUCCESS, params)
         failures = None
-    released = connection.execute(_release(locking=False), params).all()
+    released = connection.execute(_RELEASE_PORTABLE, params).all()
     return failures, [Dispatch(delivery_id, count) for delivery_id, count in released]
 
 
@@ -188,11 +191,3 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
         if step.status_if_paused != status:
             status, dispatch = step.status_if_paused, None
     return Recorded(status, dispatch, paused_now, tuple(released))
-
-
-def release_waiting(connection: Connection, subscription_id: str, now: dt.datetime,
-                    limit: int = 1) -> list[Dispatch]:
-    """Make the oldest ``limit`` deliveries waiting for a slot of the subscription due now."""
-    locking = connection.dialect.name == "postgresql"
-    rows = connection.execute(_release(limit, locking), {"sub_id": subscription_id, "now": now}).all()
-    return [Dispatch(delivery_id, count) for delivery_id, count in rows]
