@@ -53,7 +53,7 @@ def test_test_pings_have_a_cap_of_their_own_even_on_a_paused_subscription(accoun
     assert waits(pings[2])
 
 
-def test_test_pings_do_not_take_the_slots_of_ordinary_deliveries(account):
+def test_a_ping_in_flight_counts_toward_its_subscriptions_cap_and_each_has_its_own_slot(account):
     subscription = make_subscription(account, "https://example.com/hook")
     (ping,) = test_pings(subscription.id, 1)
     (ordinary,) = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids

@@ -69,28 +69,31 @@ class Caps:
         return bool(self.subscription or self.test or self.account)
 
 
-def _sending(*where):
-    """How many attempts matching ``where`` are in flight."""
+def _in_flight(scope: str, *, test_pings_only: bool = False):
+    """How many attempts are in flight in the claimed delivery's ``scope`` ("subscription_id"
+    or "account_id"), counting only test.ping ones if ``test_pings_only``."""
     flying = deliveries.alias("flying")
-    conditions = [condition(flying) for condition in where]
-    return (select(func.count()).select_from(flying)
-            .where(flying.c.status == SENDING, *conditions).scalar_subquery())
+    conditions = [flying.c.status == SENDING, flying.c[scope] == deliveries.c[scope]]
+    if test_pings_only:
+        conditions.append(flying.c.event_type == UNPAUSABLE_TYPE)
+    return select(func.count()).select_from(flying).where(*conditions).scalar_subquery()
 
 
 def _under(cap: str, count) -> object:
+    """``count`` is below the cap bound as ``cap`` (0: no limit)."""
     limit = bindparam(cap, type_=Integer)
     return or_(limit == 0, count < limit)
 
 
-_SAME_SUBSCRIPTION = lambda f: f.c.subscription_id == deliveries.c.subscription_id  # noqa: E731
+# test.ping is held to its own cap; every other type to the subscription's.
+# Both are held to the account's, which counts test pings too.
 _UNDER_CAPS = and_(
     case(
         (deliveries.c.event_type == UNPAUSABLE_TYPE,
-         _under("test_cap", _sending(_SAME_SUBSCRIPTION,
-                                     lambda f: f.c.event_type == UNPAUSABLE_TYPE))),
-        else_=_under("cap", _sending(_SAME_SUBSCRIPTION)),
+         _under("test_cap", _in_flight("subscription_id", test_pings_only=True))),
+        else_=_under("cap", _in_flight("subscription_id")),
     ),
-    _under("account_cap", _sending(lambda f: f.c.account_id == deliveries.c.account_id)),
+    _under("account_cap", _in_flight("account_id")),
 )
 _CLAIMABLE = (
     deliveries.c.status == PENDING,
