@@ -37,7 +37,7 @@ def sender(certificates):
 
 NAMES = [
     "https-valid", "https-self-signed", "https-expired", "https-other-host",
-    "https-handshake-hangs", "tcp-silent", "body-nul", "body-binary", "body-invalid-utf8",
+    "https-handshake-hangs", "tcp-connect-hangs", "tcp-silent", "body-nul", "body-binary", "body-invalid-utf8",
     "body-utf16", "continue-then-status", "header-flood", "header-megabyte",
     "garbage-status-line", "chunked-never-ends", "dns-slow",
 ]

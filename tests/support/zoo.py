@@ -101,6 +101,26 @@ class ZooEndpoint(RawServer):
         return f"{scheme}://{host}:{self.port}{path}"
 
 
+class ConnectHangs:
+    """A port whose TCP connect never completes: a listener with a backlog of 0 that never
+    accepts, already filled by one connection, so the kernel drops every further SYN."""
+
+    def __init__(self):
+        self.tls = None
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(0)
+        self.port = self._sock.getsockname()[1]
+        self._filler = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+
+    def url(self, path: str = "/hook", host: str = "127.0.0.1") -> str:
+        return f"http://{host}:{self.port}{path}"
+
+    def close(self):
+        self._filler.close()
+        self._sock.close()
+
+
 # ---------------------------------------------------------------- behaviours
 
 
@@ -177,6 +197,8 @@ def zoo(certificates: Certificates) -> dict[str, tuple[ZooEndpoint, Expect]]:
                                     "tls_hostname")),
         "https-handshake-hangs": (ZooEndpoint(silent, tls=c.valid, read_first=False),
                                   Expect("dead", "timeout: the TLS handshake", "timeout")),
+        "tcp-connect-hangs": (ConnectHangs(),
+                              Expect("dead", "timeout: no TCP connection", "timeout")),
         "tcp-silent": (ZooEndpoint(silent, read_first=False),
                        Expect("dead", "timeout: no complete response", "timeout")),
         "body-nul": (ZooEndpoint(answer(retry_body, b"before\x00after")),
