@@ -12,7 +12,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .scenarios import ORDER
+from .scenarios import ALL, ORDER
 
 DEFAULT_DATABASE_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/webhooks_bench"
 DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/14"
@@ -29,7 +29,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true",
                         help="tiny sizes and 1 repeat: the seconds-long smoke run CI uses")
     parser.add_argument("--scenarios", default=",".join(ORDER),
-                        help=f"comma-separated, from: {', '.join(ORDER)} (default: all)")
+                        help=f"comma-separated, from: {', '.join(ALL)} (default: all but "
+                             "cost)")
     parser.add_argument("--repeats", type=int, help="runs per scenario (default 3; 1 with --quick)")
     parser.add_argument("--pools", help="pools for ceiling and throughput, e.g. "
                         f"prefork:2,prefork:4,threads:16 (default {DEFAULT_POOLS}; "
@@ -44,6 +45,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="seconds from seeding until the backlog falls due (600)")
     parser.add_argument("--latency-seconds", type=float, help="seconds of paced emitting (20)")
     parser.add_argument("--isolation-seconds", type=float, help="seconds per isolation phase (20)")
+    parser.add_argument("--events", type=int,
+                        help="events seeded for the history scenario (2000000)")
+    parser.add_argument("--purge-rows", type=int,
+                        help="rows the purge scenario seeds and deletes (1000000)")
     parser.add_argument("--rate", type=float,
                         help="events/s for latency and isolation (default: half the measured "
                              "throughput of the scenario pool)")
@@ -60,9 +65,9 @@ def build_options(args: argparse.Namespace):
     from .context import FULL, QUICK, Options, PoolConfig, procfile_pool, replace_sizes
 
     scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = set(scenarios) - set(ORDER)
+    unknown = set(scenarios) - set(ALL)
     if unknown:
-        raise SystemExit(f"unknown scenarios: {', '.join(sorted(unknown))}; choose from {ORDER}")
+        raise SystemExit(f"unknown scenarios: {', '.join(sorted(unknown))}; choose from {ALL}")
     scenario_pool = (PoolConfig.parse(args.scenario_pool) if args.scenario_pool
                      else procfile_pool())
     pools_text = args.pools or (f"{scenario_pool.pool}:{scenario_pool.concurrency}"
@@ -72,11 +77,12 @@ def build_options(args: argparse.Namespace):
         throughput_deliveries=args.deliveries, backlog_deliveries=args.backlog,
         backlog_countdown_fraction=args.backlog_countdown_fraction, backlog_wait=args.backlog_wait,
         latency_seconds=args.latency_seconds, isolation_seconds=args.isolation_seconds,
+        history_events=args.events, purge_rows=args.purge_rows,
     )
     return Options(
         database_url=os.environ["WEBHOOKS_DATABASE_URL"],
         broker_url=os.environ["WEBHOOKS_BROKER_URL"],
-        scenarios=[s for s in ORDER if s in scenarios],
+        scenarios=[s for s in ALL if s in scenarios],
         repeats=args.repeats or (1 if args.quick else 3),
         pools=[PoolConfig.parse(p) for p in pools_text.split(",") if p.strip()],
         scenario_pool=scenario_pool,
@@ -121,7 +127,7 @@ def collect_rows(results: dict) -> list:
 
     rows, seen = [], set()
     good = {name: value for name, value in results.items() if "error" not in value}
-    for name in ORDER:
+    for name in ALL:
         if "error" in results.get(name, {}):
             rows.append(Row(name, "failed", results[name]["error"][:60]))
             continue

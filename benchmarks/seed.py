@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from sqlalchemy import text
 
 __all__ = ["Target", "make_target", "bulk_deliveries", "publish_deliveries", "sample_body",
-           "EVENT_TYPE"]
+           "EVENT_TYPE", "PLACEHOLDER_ID"]
 
 EVENT_TYPE = "reply.received"
-_PLACEHOLDER_ID = "00000000-0000-4000-8000-000000000000"
+PLACEHOLDER_ID = "00000000-0000-4000-8000-000000000000"
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ def make_target(url: str, name: str = "bench") -> Target:
         return Target(account.id, subscription.id, url, subscription.secret)
 
 
-def sample_body(event_id: str = _PLACEHOLDER_ID, event_type: str = EVENT_TYPE) -> bytes:
+def sample_body(event_id: str = PLACEHOLDER_ID, event_type: str = EVENT_TYPE) -> bytes:
     """A real serialised envelope of ``event_type`` (sample data), as emit_event stores it."""
     from webhooks.config import get_settings
     from webhooks.envelope import build_envelope, serialise
@@ -101,7 +101,7 @@ def bulk_deliveries(target: Target, n: int, *, attempt_count: int = 0,
             rows = session.execute(_BULK_SQL, {
                 "account_id": target.account_id, "subscription_id": target.subscription_id,
                 "event_type": EVENT_TYPE, "version": get_settings().version,
-                "template": template, "placeholder": _PLACEHOLDER_ID,
+                "template": template, "placeholder": PLACEHOLDER_ID,
                 "n": min(chunk, n - start), "attempt_count": attempt_count,
                 "next_attempt_at": naive(next_attempt_at or now), "parked": parked,
                 "now": naive(now),

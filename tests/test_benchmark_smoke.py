@@ -74,7 +74,7 @@ def test_quick_run_writes_every_scenario(quick_run):
     assert meta["quick"] is True and meta["failed"] == []
     assert meta["machine"]["cores"] and meta["machine"]["cpu"]
     scenarios = results["scenarios"]
-    assert set(scenarios) == set(FIGURES) | set(PER_POOL)
+    assert set(scenarios) == set(FIGURES) | set(PER_POOL) | {"history", "purge"}
     for name, keys in FIGURES.items():
         for key in keys:
             _assert_summary(scenarios[name].get(key), f"{name}.{key}")
@@ -87,3 +87,17 @@ def test_quick_run_writes_every_scenario(quick_run):
     assert scenarios["throughput"]["best"] in scenarios["throughput"]["configs"]
     _assert_summary(scenarios["latency"]["ceiling"]["p99_ms"], "latency.ceiling.p99_ms")
     assert "median" in process.stdout and "wrote" in process.stdout  # the table was printed
+    _assert_history_and_purge(scenarios)
+
+
+def _assert_history_and_purge(scenarios: dict) -> None:
+    """The history scenario timed every call at both sizes; the purge drained twice."""
+    history = scenarios["history"]
+    assert set(history["large"]) == set(history["small"]) and "emit_event" in history["large"]
+    assert all(timing["median_ms"] > 0 for timing in history["large"].values())
+    assert history["seed"]["seed_s"] > 0 and history["seed"]["database_mb"] > 0
+    assert all(plan["plan"] for plans in history["plans"].values() for plan in plans)
+    purge = scenarios["purge"]
+    assert purge["old"]["rows"] > 0
+    assert purge["without"]["rate_per_s"] and purge["during"]["rate_per_s"]
+    assert purge["during"]["old_rows_deleted"] + purge["full_speed"]["rows"] >= purge["old"]["rows"]

@@ -23,7 +23,7 @@ small queries, none of which reads history:
 ========================================  =====================================================
 
 The two attempt families are counters kept as attempts are recorded
-(``attempt_totals``, webhooks/rollup.py: at most 4 x 12 x shards rows), so a
+(``attempt_totals``, webhooks/rollup.py: at most 4 x 12 x 16 rows), so a
 scrape costs the same after a year as on the first day; retention does not
 lower them. Use them as counters: ``rate(webhooks_attempts_total[5m])`` is
 attempts per second, ``increase(webhooks_attempts_total[5m])`` what

@@ -1,16 +1,21 @@
 """One module per scenario. Each has ``run(ctx) -> dict`` and ``rows(result) -> list[Row]``.
 
 ``ORDER`` is the order they run in: throughput first, because the paced
-scenarios (latency, isolation) emit at half the rate it measured.
+scenarios (latency, isolation) emit at half the rate it measured; history
+and purge last, because they leave the database large.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Row", "ORDER", "module_for"]
+__all__ = ["Row", "ORDER", "OPTIONAL", "ALL", "module_for"]
 
-ORDER = ["ceiling", "throughput", "emit", "latency", "isolation", "backlog", "punctuality"]
+ORDER = ["ceiling", "throughput", "emit", "latency", "isolation", "backlog", "punctuality",
+         "history", "purge"]
+# Run only when named with --scenarios.
+OPTIONAL = ["cost"]
+ALL = ORDER + OPTIONAL
 
 
 @dataclass(frozen=True)

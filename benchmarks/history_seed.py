@@ -1,0 +1,177 @@
+"""Months of history made in minutes: events, deliveries and attempts seeded by set-based SQL.
+
+One account with ``SUBSCRIPTIONS`` subscriptions, each taking its own two of
+the catalogue's types, so every event goes to exactly one of them (one
+delivery each). Rows are spread evenly over a window of hours ending some
+days ago (0: now), with the issue's mix of statuses:
+
+=========  ======  ==========================================================
+status     share   attempts
+=========  ======  ==========================================================
+done       90 %    1 (2 % of them: a retry, then the success)
+failed      4 %    1, answered 404 or 410
+dead        3 %    6: five retries, then the last
+pending     3 %    1 to 3 retries so far; the next one parked, due within 12 h
+=========  ======  ==========================================================
+
+Each chunk of ``CHUNK`` events is one INSERT statement of data-modifying
+CTEs (events, deliveries, attempts) over ``generate_series``; foreign-key
+checks are switched off for the seeding session only (the rows refer to
+each other by construction). The rollups are recounted afterwards
+(``webhooks.rollup.rebuild``) and the tables vacuumed and analysed, as
+autovacuum would have done on a table that grew over months.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import text
+
+from . import seed
+
+__all__ = ["History", "TYPES", "SUBSCRIPTIONS", "make_history", "seed_events", "finish",
+           "database_size"]
+
+SUBSCRIPTIONS = 4
+TYPES = ("email.sent", "email.delivered", "email.opened", "email.clicked",
+         "reply.received", "email.bounced", "contact.created", "contact.updated")
+CHUNK = 100_000
+LADDER_S = (60, 300, 1800, 7200, 43200)  # the default WEBHOOKS_RETRY_DELAYS
+
+
+@dataclass(frozen=True)
+class History:
+    """The seeded account, its subscriptions (each takes TYPES[2i], TYPES[2i+1]) and its key."""
+
+    account_id: str
+    api_key: str
+    subscription_ids: tuple[str, ...]
+
+
+def make_history(url: str) -> History:
+    """The account and its subscriptions, made through the core (no events yet)."""
+    from webhooks.accounts import create_account, new_signing_secret
+    from webhooks.db import session_scope
+    from webhooks.models import Subscription, new_id, utcnow
+
+    with session_scope() as session:
+        account, api_key = create_account(session, "history")
+        ids = []
+        for index in range(SUBSCRIPTIONS):
+            subscription = Subscription(
+                id=new_id(), account_id=account.id, url=url, secret=new_signing_secret(),
+                event_types=list(TYPES[2 * index:2 * index + 2]), status="active",
+                consecutive_failures=0, created_at=utcnow() - dt.timedelta(days=400))
+            session.add(subscription)
+            ids.append(subscription.id)
+        return History(account.id, api_key, tuple(ids))
+
+
+# One chunk. "g" draws each event's fate once; the three inserts read it. Shares of
+# "mix": [0, .90) done, [.90, .94) failed, [.94, .97) dead, [.97, 1) pending.
+_CHUNK_SQL = text("""
+WITH g AS MATERIALIZED (
+    SELECT gen_random_uuid()::text AS event_id, gen_random_uuid()::text AS delivery_id,
+           s.i % 8 AS type_index, random() AS mix, random() AS luck,
+           :newest - random() * :hours * interval '1 hour' AS created_at
+      FROM generate_series(1, :n) AS s(i)
+), f AS MATERIALIZED (
+    SELECT g.*, (ARRAY[:t0, :t1, :t2, :t3, :t4, :t5, :t6, :t7])[type_index + 1] AS event_type,
+           (ARRAY[:s0, :s1, :s2, :s3])[type_index / 2 + 1] AS subscription_id,
+           CASE WHEN mix < 0.90 THEN 'done' WHEN mix < 0.94 THEN 'failed'
+                WHEN mix < 0.97 THEN 'dead' ELSE 'pending' END AS status,
+           CASE WHEN mix < 0.90 THEN (CASE WHEN luck < 0.02 THEN 2 ELSE 1 END)
+                WHEN mix < 0.94 THEN 1 WHEN mix < 0.97 THEN 6
+                ELSE 1 + floor(luck * 3)::int END AS attempts
+      FROM g
+), ev AS (
+    INSERT INTO events (id, account_id, type, version, idempotency_key, body, created_at)
+    SELECT event_id, :account_id, event_type, :version, NULL,
+           convert_to(replace(:template, :placeholder, event_id), 'UTF8'), created_at
+      FROM f
+), dl AS (
+    INSERT INTO deliveries (id, account_id, event_id, subscription_id, event_type, status,
+                            attempt_count, next_attempt_at, parked, claimed_at, replay_of,
+                            created_at, updated_at)
+    SELECT delivery_id, :account_id, event_id, subscription_id, event_type, status, attempts,
+           CASE WHEN status = 'pending' THEN :now + luck * interval '12 hours' END,
+           status = 'pending', NULL, NULL, created_at, created_at
+      FROM f
+)
+INSERT INTO attempts (delivery_id, number, started_at, duration_ms, status_code, error,
+                      outcome, response_excerpt)
+SELECT delivery_id, a.number,
+       least(created_at + make_interval(secs => 0.05 + (ARRAY[0, 60, 360, 2160, 9360, 52560])[a.number]),
+             :newest),
+       CASE WHEN last AND status = 'done' THEN 20 + (luck * 1000)::int % 180
+            WHEN (luck * 100)::int % 20 = 0 THEN 15000 ELSE 30 + (luck * 1000)::int % 270 END,
+       CASE WHEN last AND status = 'done' THEN 200 WHEN last AND status = 'failed' THEN 410
+            WHEN (luck * 100)::int % 20 = 0 THEN NULL ELSE 503 END,
+       CASE WHEN NOT (last AND status IN ('done', 'failed')) AND (luck * 100)::int % 20 = 0
+            THEN 'timed out after 15 s' END,
+       CASE WHEN NOT last OR status = 'pending' THEN 'retry' WHEN status = 'done' THEN 'success'
+            WHEN status = 'failed' THEN 'permanent_failure' ELSE 'dead' END,
+       CASE WHEN last AND status = 'done' THEN '{"ok": true}' ELSE 'upstream unavailable' END
+  FROM f CROSS JOIN LATERAL (
+      SELECT n AS number, n = f.attempts AS last FROM generate_series(1, f.attempts) AS n
+  ) AS a
+""")
+
+
+def seed_events(history: History, n: int, *, hours: float = 72.0,
+                days_ago: float = 0.0) -> float:
+    """Insert ``n`` events (one delivery each, with attempts); returns the seconds it took.
+
+    Created times are spread over the ``hours`` before ``days_ago`` days ago.
+    """
+    from webhooks.config import get_settings
+    from webhooks.db import get_engine
+
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    template = seed.sample_body().decode()
+    params = {
+        "account_id": history.account_id, "version": get_settings().version,
+        "template": template, "placeholder": seed.PLACEHOLDER_ID,
+        "now": now, "newest": now - dt.timedelta(days=days_ago), "hours": hours,
+        **{f"t{i}": name for i, name in enumerate(TYPES)},
+        **{f"s{i}": sid for i, sid in enumerate(history.subscription_ids)},
+    }
+    started = time.perf_counter()
+    for start in range(0, n, CHUNK):
+        with get_engine().begin() as connection:
+            # Foreign keys hold by construction; checking 6 million references costs minutes.
+            connection.exec_driver_sql("SET LOCAL session_replication_role = replica")
+            connection.execute(_CHUNK_SQL, {**params, "n": min(CHUNK, n - start)})
+    return time.perf_counter() - started
+
+
+def finish(database_url: str) -> dict[str, float]:
+    """Recount the rollups, then VACUUM ANALYZE; the seconds each took."""
+    from webhooks.db import get_engine
+    from webhooks.rollup import rebuild
+
+    started = time.perf_counter()
+    with get_engine().begin() as connection:
+        rebuild(connection)
+    rolled = time.perf_counter() - started
+    started = time.perf_counter()
+    with get_engine(database_url).connect() as connection:
+        connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM ANALYZE")
+    return {"rollup_s": round(rolled, 2), "vacuum_analyze_s": round(time.perf_counter() - started, 2)}
+
+
+def database_size() -> dict[str, float]:
+    """The database's size and its largest tables' (with indexes), in MB."""
+    from webhooks.db import get_engine
+
+    with get_engine().connect() as connection:
+        total = connection.exec_driver_sql("SELECT pg_database_size(current_database())").scalar()
+        tables = connection.exec_driver_sql(
+            "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
+            "WHERE relname IN ('events', 'deliveries', 'attempts', 'attempt_hours')").all()
+    mb = 1024 * 1024
+    return {"database_mb": round(total / mb, 1),
+            **{f"{name}_mb": round(size / mb, 1) for name, size in tables}}

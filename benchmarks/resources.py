@@ -1,0 +1,115 @@
+"""Where the resources of a run go: CPU of processes, and PostgreSQL's commits and WAL.
+
+Used by the cost scenario to turn a drain into figures per delivery.
+PostgreSQL's server is shared (other databases write WAL too), so WAL is
+counted from the records themselves (``pg_waldump``) that touch this
+database's relations, plus the commit records of their transactions.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from sqlalchemy import text
+
+__all__ = ["group_cpu_s", "process_cpu_s", "BackendCpu", "database_counters", "wal_bytes_of"]
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+_RECORD = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+)")
+_REL = re.compile(r"rel \d+/(\d+)/\d+")
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process so far (0 if it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def group_cpu_s(pgid: int) -> float:
+    """CPU seconds of every live process in the process group ``pgid`` (a worker and its pool)."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid:
+                total += (int(fields[11]) + int(fields[12])) / _TICKS
+    return total
+
+
+class BackendCpu:
+    """CPU of the PostgreSQL backends connected to one database, between two samples.
+
+    Backends come and go with connection pools, so each is read when first
+    seen and on every sample after; the sum of the differences is the CPU
+    spent in that time by backends that were sampled at least twice.
+    """
+
+    def __init__(self, connection, database: str):
+        self.connection, self.database = connection, database
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+
+    def sample(self) -> None:
+        pids = self.connection.execute(
+            text("SELECT pid FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"),
+            {"d": self.database}).scalars().all()
+        for pid in pids:
+            cpu = process_cpu_s(pid)
+            self.first.setdefault(pid, cpu)
+            self.last[pid] = cpu
+
+    def spent_s(self) -> float:
+        return sum(self.last[pid] - self.first[pid] for pid in self.last)
+
+
+def database_counters(connection, database: str) -> dict:
+    """Commits of this database so far, the WAL position, and the database's oid."""
+    commits, oid = connection.execute(text(
+        "SELECT xact_commit, datid FROM pg_stat_database WHERE datname = :d"), {"d": database}).one()
+    lsn = connection.execute(text("SELECT pg_current_wal_lsn()::text")).scalar()
+    return {"commits": commits, "lsn": lsn, "oid": oid}
+
+
+def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | None:
+    """WAL bytes between two positions: all of it, and the records of database ``oid``.
+
+    None when pg_waldump or the WAL directory is out of reach (another machine).
+    """
+    total = connection.execute(text("SELECT pg_wal_lsn_diff(:e, :s)"),
+                               {"e": end_lsn, "s": start_lsn}).scalar()
+    waldump = shutil.which("pg_waldump") or _server_binary(connection, "pg_waldump")
+    wal_dir = Path(connection.execute(text("SHOW data_directory")).scalar()) / "pg_wal"
+    if waldump is None or not wal_dir.is_dir():
+        return {"all_databases": int(total), "this_database": None}
+    out = subprocess.run([waldump, "-p", str(wal_dir), "-s", start_lsn, "-e", end_lsn],
+                         capture_output=True, text=True, timeout=300).stdout
+    ours, transactions, commits = 0, set(), []
+    for line in out.splitlines():
+        record = _RECORD.search(line)
+        if record is None:
+            continue
+        size, tx = int(record.group(1)), int(record.group(2))
+        relation = _REL.search(line)
+        if relation is not None and int(relation.group(1)) == oid:
+            ours += size
+            transactions.add(tx)
+        elif line.startswith("rmgr: Transaction"):
+            commits.append((tx, size))
+    ours += sum(size for tx, size in commits if tx in transactions)
+    return {"all_databases": int(total), "this_database": ours}
+
+
+def _server_binary(connection, name: str) -> str | None:
+    version = connection.execute(text("SHOW server_version_num")).scalar()
+    path = Path(f"/usr/lib/postgresql/{int(version) // 10000}/bin/{name}")
+    return str(path) if path.exists() else None

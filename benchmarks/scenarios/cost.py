@@ -1,0 +1,136 @@
+"""Scenario "cost" (run on request: ``--scenarios cost``): what one delivery costs each part.
+
+Two drains of ``cost_deliveries`` deliveries to one fast subscription with
+the scenario pool (the Procfile's):
+
+1. With nothing watching: PostgreSQL commits of the benchmark database
+   (``pg_stat_database``), WAL bytes (``pg_waldump``, the records of this
+   database and their commits), CPU of its backends and of the worker's
+   process group, sampled every 0.2 s from the first arrival to the last.
+2. With Redis ``MONITOR`` (which slows Redis, so apart): the commands sent
+   to the broker's db, by name.
+
+Everything is divided by the deliveries drained; docs/scaling.md builds
+the capacity model on these figures.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from sqlalchemy.engine import make_url
+
+from .. import resources, seed, services
+from ..context import Context
+from . import Row
+from .drain import drain_timeout
+
+PATH = "/cost"
+
+
+def _prepare(ctx: Context, n: int) -> None:
+    ctx.reset()
+    target = seed.make_target(ctx.receiver.url(PATH), name="cost")
+    ids = seed.bulk_deliveries(target, n)
+    services.analyse(ctx.options.database_url)
+    seed.publish_deliveries(ids)
+
+
+def _resources(ctx: Context, n: int) -> dict:
+    """Drain ``n`` deliveries, sampling CPU; commits, WAL and CPU per delivery."""
+    from webhooks.db import get_engine
+
+    database = make_url(ctx.options.database_url).database
+    _prepare(ctx, n)
+    with get_engine().connect() as connection:
+        connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+        backends = resources.BackendCpu(connection, database)
+        worker = ctx.start_worker(ctx.options.scenario_pool, "cost")
+        try:
+            ctx.receiver.wait_for(1, PATH, timeout=60, interval=0.01)
+            before = resources.database_counters(connection, database)
+            worker_before, started = resources.group_cpu_s(worker.pid), time.monotonic()
+            deadline = started + drain_timeout(n)
+            while ctx.receiver.count(PATH) < n and time.monotonic() < deadline:
+                backends.sample()
+                time.sleep(0.2)
+            backends.sample()
+            seconds = time.monotonic() - started
+            worker_cpu = resources.group_cpu_s(worker.pid) - worker_before
+            after = resources.database_counters(connection, database)
+        finally:
+            ctx.stop(worker)
+        drained = ctx.receiver.count(PATH) - 1  # counted from the first arrival on
+        wal = resources.wal_bytes_of(connection, before["oid"], before["lsn"], after["lsn"])
+    per = 1.0 / max(drained, 1)
+    return {
+        "deliveries": drained,
+        "seconds": round(seconds, 2),
+        "rate_per_s": round(drained / seconds, 1) if seconds else None,
+        "pg_commits_per_delivery": round((after["commits"] - before["commits"]) * per, 2),
+        "wal_bytes_per_delivery": round(wal["this_database"] * per) if wal["this_database"] else None,
+        "wal_bytes_all_databases_per_delivery": round(wal["all_databases"] * per),
+        "pg_cpu_ms_per_delivery": round(backends.spent_s() * 1000 * per, 3),
+        "worker_cpu_ms_per_delivery": round(worker_cpu * 1000 * per, 3),
+    }
+
+
+def _redis_commands(ctx: Context, n: int) -> dict:
+    """Drain ``n`` deliveries under MONITOR; the broker db's commands per delivery, by name."""
+    import redis
+
+    _prepare(ctx, n)
+    client = redis.Redis.from_url(ctx.options.broker_url)
+    db = client.connection_pool.connection_kwargs.get("db", 0)
+    counts: Counter = Counter()
+    stop = threading.Event()
+
+    def watch():
+        with client.monitor() as monitor:
+            for command in monitor.listen():
+                if stop.is_set():
+                    return
+                if command.get("db") == db:
+                    counts[command["command"].split(" ", 1)[0].upper()] += 1
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    time.sleep(0.5)  # MONITOR is on before the worker's first command
+    counts.clear()
+    worker = ctx.start_worker(ctx.options.scenario_pool, "cost-redis")
+    try:
+        ctx.receiver.wait_for(n, PATH, timeout=drain_timeout(n), interval=0.1)
+        time.sleep(1.0)  # the last acknowledgements
+    finally:
+        ctx.stop(worker)
+        stop.set()
+        client.ping()  # one more command, so the watcher sees stop
+        watcher.join(timeout=5)
+    total = sum(counts.values())
+    return {"redis_commands_per_delivery": round(total / n, 2),
+            "redis_commands_by_name": {k: round(v / n, 2) for k, v in counts.most_common(12)}}
+
+
+def run(ctx: Context) -> dict:
+    n = ctx.sizes.cost_deliveries
+    result = {"pool": ctx.options.scenario_pool.label, **_resources(ctx, n),
+              **_redis_commands(ctx, n)}
+    print(f"  {result}", flush=True)
+    ctx.results["cost"] = result
+    return result
+
+
+def rows(results: dict) -> list[Row]:
+    r = results.get("cost")
+    if not r:
+        return []
+    return [
+        Row("cost", f"deliveries/s ({r['pool']})", r["rate_per_s"], "/s"),
+        Row("cost", "PostgreSQL commits per delivery", r["pg_commits_per_delivery"]),
+        Row("cost", "WAL bytes per delivery", r["wal_bytes_per_delivery"], "B"),
+        Row("cost", "PostgreSQL CPU per delivery", r["pg_cpu_ms_per_delivery"], "ms"),
+        Row("cost", "worker CPU per delivery", r["worker_cpu_ms_per_delivery"], "ms"),
+        Row("cost", "Redis commands per delivery", r["redis_commands_per_delivery"]),
+    ]

@@ -1,0 +1,172 @@
+"""Scenario 8: a year's worth of history. Do the calls of one request stay as fast?
+
+One account's history is seeded by set-based SQL (benchmarks/history_seed.py):
+first ``history_small`` events (10,000), then up to ``history_events``
+(2,000,000), each time followed by the rollup recount and VACUUM ANALYZE.
+At both sizes the same calls are timed (median and p95 of
+``history_repeats`` calls after three untimed ones, warm cache): the writes
+of one delivery (emit, claim + record, the sweep), the dashboard's queries
+and whole pages, the API's delivery list with each filter (and a page far
+down), and the /metrics exposition. At the large size each read's SQL is
+run under EXPLAIN (ANALYZE, BUFFERS) and the plan kept.
+
+No worker runs; what emit publishes is flushed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import history_seed, services
+from ..context import Context
+from ..plans import explain, statements_of, timed_ms
+from . import Row
+
+TARGET_MS = 50.0  # every call at the large size, median
+TARGET_RATIO = 3.0  # large / small
+WARMUP = 3  # untimed calls before the timed ones
+
+
+def _calls(history: history_seed.History, repeats: int) -> dict:
+    """Each timed call by name: (callable, is_read). Built once per size."""
+    from prometheus_client import generate_latest
+
+    from web import create_app
+    from web.dashboard import queries
+    from web.dashboard.views_overview import chart_since
+    from web.metrics import registry
+    from webhooks import attempts, emit_event
+    from webhooks.config import get_settings
+    from webhooks.db import get_engine, session_scope
+    from webhooks.delivery import run_sweep
+    from webhooks.models import utcnow
+    from webhooks.policy import decide
+    from webhooks.samples import sample_data
+
+    settings = get_settings()
+    account, first = history.account_id, history.subscription_ids[0]
+    data = sample_data(history_seed.TYPES[0])
+    app = create_app({"TESTING": True, "SECRET_KEY": "history-benchmark-" * 3})
+    api = app.test_client()
+    headers = {"Authorization": f"Bearer {history.api_key}"}
+    pages = app.test_client()
+    with pages.session_transaction() as session:
+        session["account_id"] = account
+
+    def get(client, path, **kwargs):
+        def call():
+            response = client.get(path, **kwargs)
+            assert response.status_code == 200, (path, response.status_code)
+        return call
+
+    def read(query):
+        def call():
+            with session_scope() as session:
+                query(session)
+        return call
+
+    def emit():
+        emit_event(account, history_seed.TYPES[0], data)
+
+    # Deliveries for claim + record, emitted beforehand so that the timing holds the worker's
+    # two transactions only.
+    ready = [emit_event(account, history_seed.TYPES[0], data).delivery_ids[0]
+             for _ in range(repeats + WARMUP)]
+
+    def claim_and_record():
+        delivery_id = ready.pop()
+        engine = get_engine(pre_ping=False)
+        with engine.begin() as connection:
+            claim = attempts.claim(connection, delivery_id, 0, utcnow(), settings.max_in_flight)
+        now = utcnow()
+        with engine.begin() as connection:
+            attempts.record_attempt(
+                connection, claim, started_at=now, duration_ms=40, status_code=200, error=None,
+                excerpt="ok", decision=decide(1, 200, settings.retry_delays), now=now,
+                countdown_limit=settings.countdown_limit, pause_after=settings.pause_after)
+
+    api_list = "/api/webhooks/deliveries"
+    deep = _deep_cursor(api, api_list, headers, pages_down=20)
+    since = chart_since(utcnow())
+    return {
+        "emit_event": (emit, False),
+        "claim + record of one attempt": (claim_and_record, False),
+        "sweep": (run_sweep, False),
+        "dashboard chart, 24 h": (read(lambda s: queries.hourly_outcomes(s, account, since)), True),
+        "dashboard status counts": (read(lambda s: queries.status_counts(s, account, since)), True),
+        "subscription page chart": (
+            read(lambda s: queries.hourly_outcomes(s, account, since, first)), True),
+        "GET /deliveries?subscription_id&status=dead": (
+            get(api, f"{api_list}?subscription_id={first}&status=dead", headers=headers), True),
+        "GET /deliveries?status=dead": (get(api, f"{api_list}?status=dead", headers=headers), True),
+        "GET /deliveries": (get(api, api_list, headers=headers), True),
+        "GET /deliveries?status=pending": (
+            get(api, f"{api_list}?status=pending", headers=headers), True),
+        "GET /deliveries?event_type": (
+            get(api, f"{api_list}?event_type={history_seed.TYPES[3]}", headers=headers), True),
+        "GET /deliveries, page 21": (get(api, f"{api_list}?cursor={deep}", headers=headers), True),
+        "/metrics exposition": (lambda: generate_latest(registry), True),
+        "page /dashboard/": (get(pages, "/dashboard/"), True),
+        "page /dashboard/subscriptions/<id>": (get(pages, f"/dashboard/subscriptions/{first}"), True),
+        "page /dashboard/deliveries?status=dead": (
+            get(pages, "/dashboard/deliveries?status=dead"), True),
+    }
+
+
+def _deep_cursor(client, path: str, headers: dict, pages_down: int) -> str:
+    """The cursor of the page ``pages_down`` pages below the newest (default page size)."""
+    cursor = None
+    for _ in range(pages_down):
+        query = f"?cursor={cursor}" if cursor else ""
+        cursor = client.get(path + query, headers=headers).get_json()["next_cursor"]
+    return cursor
+
+
+def _measure(ctx: Context, history, repeats: int, with_plans: bool) -> tuple[dict, dict]:
+    from webhooks.db import get_engine
+
+    timings, plans = {}, {}
+    for name, (call, is_read) in _calls(history, repeats).items():
+        timings[name] = timed_ms(call, repeats, WARMUP)
+        if with_plans and is_read:
+            plans[name] = explain(get_engine(), statements_of(get_engine(), call))
+        print(f"  {name}: {timings[name]['median_ms']} ms", flush=True)
+    services.flush_broker(ctx.options.broker_url)
+    return timings, plans
+
+
+def run(ctx: Context) -> dict:
+    sizes = ctx.sizes
+    small, large = min(sizes.history_small, sizes.history_events), sizes.history_events
+    ctx.reset()
+    history = history_seed.make_history(ctx.receiver.url("/history"))
+    result: dict = {"small_events": small, "events": large, "load_at_start": list(os.getloadavg())}
+    seeded = history_seed.seed_events(history, small)
+    result["small_seed"] = {"seed_s": round(seeded, 2), **history_seed.finish(ctx.options.database_url),
+                            **history_seed.database_size()}
+    print(f"  seeded {small} events in {seeded:.1f} s", flush=True)
+    result["small"], _ = _measure(ctx, history, sizes.history_repeats, with_plans=False)
+    seeded = history_seed.seed_events(history, large - small)
+    result["seed"] = {"seed_s": round(seeded, 2), **history_seed.finish(ctx.options.database_url),
+                      **history_seed.database_size()}
+    print(f"  seeded {large - small} more events in {seeded:.1f} s: {result['seed']}", flush=True)
+    result["large"], result["plans"] = _measure(ctx, history, sizes.history_repeats, with_plans=True)
+    result["load_at_end"] = list(os.getloadavg())
+    ctx.results["history"] = result
+    return result
+
+
+def rows(results: dict) -> list[Row]:
+    r = results.get("history")
+    if not r:
+        return []
+    n = f"{r['events']:,}"
+    out = [Row("history", f"seeding {n} events", r["seed"]["seed_s"], "s"),
+           Row("history", f"database at {n} events", r["seed"]["database_mb"], "MB")]
+    for name, large in r["large"].items():
+        small = r["small"][name]["median_ms"]
+        ratio = large["median_ms"] / small if small else None
+        out.append(Row("history", f"{name} at {n}", large["median_ms"], "ms", f"<= {TARGET_MS:.0f}"))
+        out.append(Row("history", f"{name}: x of {r['small_events']:,}", ratio, "x",
+                       f"<= {TARGET_RATIO:.0f}"))
+    return out
