@@ -35,13 +35,16 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
     from web.dashboard import queries
     from web.dashboard.views_overview import chart_since
     from web.metrics import registry
-    from webhooks import attempts, emit_event
+    from webhooks import emit_event
+    from webhooks.claim import Caps, claim
     from webhooks.config import get_settings
     from webhooks.db import get_engine, session_scope
-    from webhooks.delivery import run_sweep
+    from webhooks.delivery import rules_of
     from webhooks.models import utcnow
-    from webhooks.policy import decide
+    from webhooks.policy import next_step
+    from webhooks.record import record
     from webhooks.samples import sample_data
+    from webhooks.sweep import run_sweep
 
     settings = get_settings()
     account, first = history.account_id, history.subscription_ids[0]
@@ -77,13 +80,12 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
         delivery_id = ready.pop()
         engine = get_engine(pre_ping=False)
         with engine.begin() as connection:
-            claim = attempts.claim(connection, delivery_id, 0, utcnow(), settings.max_in_flight)
-        now = utcnow()
+            claimed = claim(connection, delivery_id, 0, utcnow(), Caps.of(settings))
+        now, rules = utcnow(), rules_of(settings)
         with engine.begin() as connection:
-            attempts.record_attempt(
-                connection, claim, started_at=now, duration_ms=40, status_code=200, error=None,
-                excerpt="ok", decision=decide(1, 200, settings.retry_delays), now=now,
-                countdown_limit=settings.countdown_limit, pause_after=settings.pause_after)
+            record(connection, claimed, step=next_step(1, 200, claimed.event_type, rules),
+                   rules=rules, started_at=now, now=now, duration_ms=40, status_code=200,
+                   error=None, excerpt="ok")
 
     api_list = "/api/webhooks/deliveries"
     deep = _deep_cursor(api, api_list, headers, pages_down=20)
