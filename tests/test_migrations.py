@@ -24,8 +24,18 @@ def test_migrated_schema_matches_the_models(any_db):
 def test_upgrade_twice_is_harmless(sqlite_db):
     from webhooks.migrate import upgrade
 
+    def schema():
+        with get_engine(sqlite_db).connect() as connection:
+            inspector = sqlalchemy.inspect(connection)
+            revision = MigrationContext.configure(connection).get_current_revision()
+            return revision, {name: [c["name"] for c in inspector.get_columns(name)]
+                              for name in inspector.get_table_names()}
+
+    before = schema()
     upgrade(sqlite_db)
     upgrade(sqlite_db)
+    assert schema() == before  # still at head, nothing added or lost
+    assert before[0] is not None and "attempts" in before[1]
 
 
 # ---------------------------------------------------------------- 0004..0006 on a table with rows
