@@ -21,9 +21,10 @@ from tests.support.receiver import Receiver  # noqa: E402
 TABLES = "attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
 
 # The tiers (README, "Tests"): `--tier fast` keeps the tests that need no server:
-# no PostgreSQL, no Redis, no worker process. They run on SQLite and local sockets.
+# no PostgreSQL, no Redis, no worker process, no command run as a process of
+# its own. They run on SQLite and local sockets.
 SERVER_FIXTURES = {"postgres", "redis_broker", "workers"}
-SERVER_MARKERS = {"integration", "fault", "soak", "schemathesis", "database"}
+SERVER_MARKERS = {"integration", "fault", "soak", "schemathesis", "database", "process"}
 
 
 def pytest_addoption(parser):
@@ -37,7 +38,16 @@ def _needs_a_server(item) -> bool:
     if any(item.get_closest_marker(name) for name in SERVER_MARKERS):
         return True
     params = getattr(getattr(item, "callspec", None), "params", {})
-    return params.get("any_db") == "postgresql"
+    return "postgresql" in params.values()  # the PostgreSQL half of a test run on both
+
+
+def pytest_configure(config):
+    if config.getoption("--tier") == "fast":
+        # A quick signal: fewer generated examples per property (make test runs them all).
+        from hypothesis import settings
+
+        settings.register_profile("fast", max_examples=25)
+        settings.load_profile("fast")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -11,6 +11,9 @@ import pytest
 
 from webhooks.samples import sample_data
 
+# Every test runs the `webhooks` command as a process of its own (a second each).
+pytestmark = pytest.mark.process
+
 
 def run(*args, cwd, extra_env=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")}

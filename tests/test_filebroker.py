@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from kombu import Connection
 
 from webhooks.filebroker import PARTIAL_SUFFIX
@@ -87,6 +89,7 @@ def test_a_file_that_is_not_a_message_is_skipped_not_fatal(tmp_path, caplog):
     assert not [n for n in os.listdir(tmp_path) if "garbage" in n]
 
 
+@pytest.mark.process
 def test_celery_uses_it_for_the_embedded_broker_only(tmp_path):
     """Read in a fresh interpreter, as each process of webhooks dev reads celeryconfig."""
     root = Path(__file__).resolve().parents[1]

@@ -133,6 +133,7 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")}
 
 
+@pytest.mark.process
 def test_the_command_prints_a_line_per_delivery_and_stops_on_sigterm(tmp_path):
     process = subprocess.Popen(
         [WEBHOOKS, "listen", "--port", "0", "--secret", SECRET, "--status", "503"],
@@ -158,6 +159,7 @@ def test_the_command_prints_a_line_per_delivery_and_stops_on_sigterm(tmp_path):
             process.wait()
 
 
+@pytest.mark.process
 def test_the_command_needs_a_secret_and_a_free_port(tmp_path):
     missing = subprocess.run([WEBHOOKS, "listen"], cwd=tmp_path, env=_clean_env(),
                              capture_output=True, text=True, timeout=30)

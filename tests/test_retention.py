@@ -165,6 +165,7 @@ def test_two_purges_at_once_delete_each_row_once(db):
     assert count(Delivery) == count(Attempt) == count(Event) == 0
 
 
+@pytest.mark.process
 def test_webhooks_db_purge_prints_what_it_deleted(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")}
     env["WEBHOOKS_DATA_DIR"] = str(tmp_path)
@@ -182,6 +183,7 @@ def test_webhooks_db_purge_prints_what_it_deleted(tmp_path):
     assert bad.returncode == 2 and "WEBHOOKS_RETENTION_DAYS" in bad.stderr
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("days, scheduled", [("30", True), ("0", False)])
 def test_the_scheduler_purges_only_while_retention_is_on(tmp_path, days, scheduled):
     """Read in a fresh interpreter, as beat reads celeryconfig."""
