@@ -45,6 +45,8 @@ class Settings:
     sweep_interval: float = 5.0
     recover_after: float = 120.0
     sweep_batch: int = 5000
+    recover_batch: int = 500  # replays made per transaction by recover (recover.py)
+    recover_max: int = 10000  # replays made by one recover call at most
     max_payload_bytes: int = 256 * 1024
     max_request_bytes: int = 64 * 1024
     publish_timeout: float = 2.0
@@ -127,6 +129,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         sweep_interval=positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),
         recover_after=positive_number(env, "WEBHOOKS_RECOVER_AFTER", 120.0),
         sweep_batch=positive_number(env, "WEBHOOKS_SWEEP_BATCH", 5000, integer=True),
+        recover_batch=positive_number(env, "WEBHOOKS_RECOVER_BATCH", 500, integer=True),
+        recover_max=positive_number(env, "WEBHOOKS_RECOVER_MAX", 10000, integer=True),
         max_payload_bytes=positive_number(
             env, "WEBHOOKS_MAX_PAYLOAD_BYTES", 256 * 1024, integer=True
         ),
