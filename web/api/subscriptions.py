@@ -233,7 +233,7 @@ def recover(subscription_id: str) -> Response:
             db_session(), subscription.id, body["since"], body["until"], now=utcnow(),
             batch=settings.recover_batch, limit=settings.recover_max)
     except InvalidWindow as error:
-        raise ApiError(400, "invalid_window", f"{str(error).capitalize()}.") from None
+        raise ApiError(400, "invalid_window", f"The window is not valid: {error}.") from None
     return json_response(_RECOVERED, recovered, 202)
 
 

@@ -127,7 +127,8 @@ class SubscriptionForm(FlaskForm):
             problems.append(f"{', '.join(refused)} cannot be set: the service sets "
                             f"{'it' if len(refused) == 1 else 'them'}")
         if problems:
-            raise ValidationError("; ".join(problems).capitalize() + ".")
+            sentence = "; ".join(problems)
+            raise ValidationError(sentence[0].upper() + sentence[1:] + ".")
 
     def chosen_settings(self) -> dict:
         """The subscription's settings as store.create_subscription / change_subscription

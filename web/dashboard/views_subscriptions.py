@@ -113,6 +113,8 @@ def _from_now(moment: dt.datetime | None, now: dt.datetime) -> str:
     if moment is None or moment <= now:
         return "now"
     seconds = int((moment - now).total_seconds())
+    if seconds >= 60:  # to the nearest minute: a page shown a second after "in 24 hours" says so
+        seconds = round(seconds / 60) * 60
     for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
         if seconds >= size:
             count = seconds // size
