@@ -184,3 +184,48 @@ def test_concurrent_claims_never_overshoot_the_cap(subscription):
         thread.join(30)
     assert sum(1 for c in results.values() if c is not None) == CAP
     assert sum(1 for d in ids if is_waiting(d)) == len(ids) - CAP
+
+
+# --- a subscription's own max_in_flight ---------------------------------------------------
+
+
+def _own_cap(subscription, value):
+    from webhooks.models import Subscription
+
+    with session_scope() as session:
+        session.execute(update(Subscription).where(Subscription.id == subscription.id)
+                        .values(max_in_flight=value))
+
+
+def test_a_subscription_s_max_in_flight_lowers_the_service_s(subscription):
+    _own_cap(subscription, 1)
+    first, second = emit_n(subscription, 2)
+    assert claim(first, cap=10) is not None
+    assert claim(second, cap=10) is None and is_waiting(second)
+
+
+def test_a_subscription_s_max_in_flight_raises_the_service_s(subscription):
+    _own_cap(subscription, 3)
+    ids = emit_n(subscription, 4)
+    assert all(claim(delivery_id, cap=1) for delivery_id in ids[:3])
+    assert claim(ids[3], cap=1) is None and is_waiting(ids[3])
+
+
+def test_a_subscription_s_max_in_flight_holds_with_every_service_cap_off(subscription):
+    _own_cap(subscription, 1)
+    first, second = emit_n(subscription, 2)
+    assert claim(first, cap=0) is not None
+    assert claim(second, cap=0) is None and is_waiting(second)
+
+
+def test_the_sweep_releases_up_to_the_subscription_s_own_cap(subscription):
+    _own_cap(subscription, 2)
+    ids = emit_n(subscription, 5)
+    for delivery_id in ids:
+        with session_scope() as session:
+            session.execute(update(Delivery).where(Delivery.id == delivery_id)
+                            .values(parked=True, next_attempt_at=None))
+    with session_scope() as session:
+        released = sweep(session, utcnow(), timeout=15, recover_after=120, batch=100,
+                         max_in_flight=10)
+    assert sorted(d.delivery_id for d in released) == sorted(ids[:2])

@@ -172,3 +172,30 @@ def test_the_command_needs_a_secret_and_a_free_port(tmp_path):
                               cwd=tmp_path, env=_clean_env(), capture_output=True, text=True,
                               timeout=30)
     assert busy.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr
+
+
+def test_the_command_verifies_with_either_of_two_secrets_during_a_rotation(tmp_path):
+    old, new = SECRET, "whsec_the-next-secret-of-the-rotation"
+    process = subprocess.Popen(
+        [WEBHOOKS, "listen", "--port", "0", "--secret", old, "--secret", new],
+        cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    try:
+        ready = process.stdout.readline()
+        match = re.search(r"ready on (http://127\.0\.0\.1:\d+/)", ready)
+        assert match, ready
+        assert old not in ready and new not in ready and " or " in ready
+        for secret, expected in ((old, 200), (new, 200), ("whsec_neither-of-them", 401)):
+            headers, ids = _headers(BODY, secret=secret)
+            response = requests.post(match.group(1), data=BODY, headers=headers, timeout=5)
+            assert response.status_code == expected, secret
+            line = process.stdout.readline()
+            assert f"delivery={ids['delivery']}" in line and line.rstrip().endswith(f"-> {expected}")
+        assert "any of the 2 secrets" in line
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

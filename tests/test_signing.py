@@ -128,3 +128,32 @@ def test_verify_only_ever_raises_invalid_signature(header, body):
         verify(SECRET, body, header, now=NOW)
     except InvalidSignature:
         pass
+
+
+# --- several secrets (a receiver during a staged rotation) ---------------------------------
+
+OLD, NEW = "whsec_old-secret", "whsec_new-secret"
+
+
+@pytest.mark.parametrize("signed_with", [OLD, NEW])
+def test_verify_accepts_a_signature_of_any_of_several_secrets(signed_with):
+    header = sign(signed_with, BODY, NOW)
+    verify([OLD, NEW], BODY, header, now=NOW)
+    verify((NEW, OLD), BODY, header, now=NOW)
+
+
+def test_verify_with_several_secrets_rejects_a_signature_of_none_of_them():
+    with pytest.raises(InvalidSignature, match="any of the 2 secrets"):
+        verify([OLD, NEW], BODY, sign("whsec_third", BODY, NOW), now=NOW)
+
+
+def test_verify_with_several_secrets_still_checks_the_timestamp():
+    with pytest.raises(InvalidSignature, match="past"):
+        verify([OLD, NEW], BODY, sign(NEW, BODY, NOW - 301), now=NOW)
+
+
+def test_verify_needs_at_least_one_secret_of_text():
+    with pytest.raises(ValueError, match="at least one secret"):
+        verify([], BODY, sign(OLD, BODY, NOW), now=NOW)
+    with pytest.raises(TypeError):
+        verify([OLD, b"whsec_bytes"], BODY, sign(OLD, BODY, NOW), now=NOW)

@@ -29,6 +29,8 @@ class ApiDoc:
     responses: dict[int, tuple[str, ResponseSchema]]
     description: str = ""
     body: type[Schema] | None = None
+    # False when the body may be left out (an empty body loads as {}).
+    body_required: bool = True
     query: type[Schema] | None = None
     public: bool = False
     errors: dict[int, str] = field(default_factory=dict)
@@ -42,6 +44,7 @@ def documented(
     responses: dict[int, tuple[str, ResponseSchema]],
     description: str = "",
     body: type[Schema] | None = None,
+    body_required: bool = True,
     query: type[Schema] | None = None,
     public: bool = False,
     errors: dict[int, str] | None = None,
@@ -52,7 +55,7 @@ def documented(
     def decorate(view: Callable) -> Callable:
         view.api_doc = ApiDoc(
             summary=summary, responses=responses, description=description, body=body,
-            query=query, public=public, errors=dict(errors or {}),
+            body_required=body_required, query=query, public=public, errors=dict(errors or {}),
             query_errors=query_errors,
         )
         return view

@@ -196,7 +196,7 @@ def _operation(doc: ApiDoc, endpoint: str, arguments: list[str]) -> dict:
     if parameters:
         operation["parameters"] = parameters
     if doc.body is not None:
-        operation["requestBody"] = {"required": True, "content": _json(doc.body)}
+        operation["requestBody"] = {"required": doc.body_required, "content": _json(doc.body)}
     if doc.public:
         operation["security"] = []
     return operation

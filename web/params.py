@@ -12,12 +12,15 @@ import uuid
 from flask import request
 from marshmallow import Schema, ValidationError
 
+from webhooks import custom_headers
 from webhooks.catalogue import EVENT_TYPE_NAMES
+from webhooks.config import get_settings
 
 from .errors import ApiError
 from .schemas import describe_errors
 
-__all__ = ["load_body", "load_query", "canonical_id", "require_known_event_types"]
+__all__ = ["load_body", "load_optional_body", "load_query", "canonical_id",
+           "require_known_event_types", "require_settable_headers"]
 
 
 def load_body(schema: Schema) -> dict:
@@ -43,6 +46,14 @@ def load_body(schema: Schema) -> dict:
         raise ApiError(
             400, "validation_error", f"Invalid request body: {describe_errors(error.messages)}"
         ) from None
+
+
+def load_optional_body(schema: Schema) -> dict:
+    """Like :func:`load_body`, for a route whose body may be left out: no body (or only
+    whitespace) loads as ``{}``."""
+    if not request.get_data(cache=True).strip():
+        return schema.load({})
+    return load_body(schema)
 
 
 def load_query(schema: Schema) -> dict:
@@ -78,4 +89,20 @@ def require_known_event_types(names: list[str] | None) -> None:
             400,
             "unknown_event_type",
             f"Unknown event type {listed}; GET /api/webhooks/event-types lists the valid ones.",
+        )
+
+
+def require_settable_headers(headers: dict | None) -> None:
+    """400 ``reserved_header`` naming every header of ``headers`` that only the service
+    may set (custom_headers.py)."""
+    if not headers:
+        return
+    refused = custom_headers.reserved(headers, get_settings().service_name)
+    if refused:
+        listed = ", ".join(refused)
+        raise ApiError(
+            400,
+            "reserved_header",
+            f"headers: {listed} {'is' if len(refused) == 1 else 'are'} set by the service "
+            "and cannot be set per subscription.",
         )

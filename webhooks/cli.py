@@ -155,18 +155,20 @@ def dev(port: int, host: str) -> None:
 
 
 @main.command("listen")
-@click.option("--secret", required=True, envvar="WEBHOOKS_LISTEN_SECRET",
-              help="the subscription's signing secret (whsec_...)")
+@click.option("--secret", "secrets", required=True, multiple=True,
+              envvar="WEBHOOKS_LISTEN_SECRET",
+              help="the subscription's signing secret (whsec_...); give it twice during a "
+                   "rotation (current and next): a delivery verifies with either")
 @click.option("--port", type=click.IntRange(0, 65535), default=4242, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--status", type=click.IntRange(100, 599), default=None,
               help="answer this status to every delivery (e.g. 500 to watch retries)")
-def listen(secret: str, port: int, host: str, status: int | None) -> None:
+def listen(secrets: tuple[str, ...], port: int, host: str, status: int | None) -> None:
     """A local receiver: verify, print and answer every delivery (200, or 401 if not verified)."""
     from .config import get_settings
     from .listen import serve
 
-    sys.exit(serve(secret=secret, host=host, port=port, status=status,
+    sys.exit(serve(secret=list(secrets), host=host, port=port, status=status,
                    service_name=get_settings().service_name))
 
 

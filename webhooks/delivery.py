@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from sqlalchemy.exc import OperationalError
 
-from . import policy
+from . import custom_headers, pacing, policy
 from .claim import Caps, Claim, claim
 from .countdowns import CountdownBudget
 from .config import Settings, get_settings
@@ -65,9 +65,10 @@ def rules_of(settings: Settings) -> policy.Rules:
 
 
 def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[str, str]:
-    """The delivery headers (docs/events.md, "Headers and signature"), signed with ``timestamp`` (unix seconds, taken at send time)."""
+    """The delivery headers (docs/events.md, "Headers and signature"), signed with ``timestamp`` (unix seconds, taken at send time),
+    and the subscription's custom headers (custom_headers.py: ours always win)."""
     header = settings.header
-    return {
+    ours = {
         "Content-Type": "application/json",
         "User-Agent": f"{settings.service_name}-Webhooks/{claim.version}",
         "Accept-Encoding": "identity",
@@ -79,6 +80,7 @@ def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[s
         header("Delivery-Id"): claim.delivery_id,
         header("Attempt"): str(claim.attempt_number),
     }
+    return custom_headers.merged(ours, claim.headers, settings.service_name)
 
 
 def run_attempt(
@@ -98,10 +100,12 @@ def run_attempt(
     engine = get_engine(pre_ping=False)
     claimed = _in_transaction(
         engine,
-        lambda connection: claim(connection, delivery_id, attempt_count, utcnow(),
-                                 Caps.of(settings)),
+        lambda connection: _claim(connection, delivery_id, attempt_count, settings),
         f"claiming delivery {delivery_id}",
     )
+    if isinstance(claimed, pacing.Paced):  # over its rate limit: it waits for its slot
+        publish_now([claimed.dispatch] if claimed.dispatch is not None else [])
+        return None
     if claimed is None:
         return None
     started_at = utcnow()
@@ -115,6 +119,18 @@ def run_attempt(
     done = recorded.record
     publish_now([*([done.dispatch] if done.dispatch is not None else []), *done.released])
     return done.status
+
+
+def _claim(connection, delivery_id: str, attempt_count: int,
+           settings: Settings) -> Claim | pacing.Paced | None:
+    """Claim the attempt (claim.py) and let it through the subscription's rate limit
+    (pacing.py), in one transaction."""
+    now = utcnow()
+    claimed = claim(connection, delivery_id, attempt_count, now, Caps.of(settings))
+    if claimed is None:
+        return None
+    return pacing.admit(connection, claimed, now, rules_of(settings),
+                        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now))
 
 
 def _in_transaction(engine, work, doing: str):

@@ -8,6 +8,7 @@
      ├── InvalidEvent         (also ValueError) unknown event type or data that fails its schema
      ├── NotFound             an object does not exist or belongs to another account
      ├── Conflict             a state transition that the object's state does not allow
+     ├── InvalidWindow        (also ValueError) a time window that cannot be used (recover)
      └── TransportError       one delivery attempt could not get a response (raised and
           │                   caught inside webhooks.transport; recorded as the attempt's error)
           ├── DestinationRefused  the endpoint resolves to an address the guard refuses
@@ -26,6 +27,7 @@ __all__ = [
     "InvalidEvent",
     "NotFound",
     "Conflict",
+    "InvalidWindow",
     "TransportError",
     "DestinationRefused",
     "AttemptTimeout",
@@ -65,6 +67,10 @@ class Conflict(WebhooksError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
+
+
+class InvalidWindow(WebhooksError, ValueError):
+    """A time window starts after it ends, or in the future; the message says which."""
 
 
 class TransportError(WebhooksError):

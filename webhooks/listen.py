@@ -18,7 +18,7 @@ import json
 import signal
 import sys
 import threading
-from typing import Callable, TextIO
+from typing import Callable, Sequence, TextIO
 
 from .signing import DEFAULT_TOLERANCE, InvalidSignature, verify
 
@@ -28,10 +28,11 @@ MAX_BODY_BYTES = 8 * 1024 * 1024  # far above WEBHOOKS_MAX_PAYLOAD_BYTES; bounds
 
 
 def describe(
-    headers, body: bytes, *, secret: str, service_name: str, tolerance: int = DEFAULT_TOLERANCE,
-    now: float | None = None,
+    headers, body: bytes, *, secret: str | Sequence[str], service_name: str,
+    tolerance: int = DEFAULT_TOLERANCE, now: float | None = None,
 ) -> tuple[bool, str]:
-    """Verify one delivery; return (verified, the line's fields without time and answer)."""
+    """Verify one delivery with one secret or several (during a rotation); return
+    (verified, the line's fields without time and answer)."""
 
     def header(suffix: str) -> str:
         return headers.get(f"X-{service_name}-{suffix}") or "-"
@@ -52,6 +53,7 @@ def describe(
 class Listener:
     """An HTTP server on ``host:port`` that verifies, prints and answers every POST.
 
+    ``secret`` is one secret or several (a delivery verifies with any of them).
     ``status`` (None: 200 if verified, else 401) forces the answer to every
     delivery. ``out`` receives one line per delivery, flushed at once.
     """
@@ -59,7 +61,7 @@ class Listener:
     def __init__(
         self,
         *,
-        secret: str,
+        secret: str | Sequence[str],
         service_name: str = "Service",
         host: str = "127.0.0.1",
         port: int = 4242,
@@ -169,8 +171,13 @@ class Listener:
         self.server.server_close()
 
 
+def _hint(secret: str) -> str:
+    """A secret as the start-up line shows it: its first characters only."""
+    return secret[:10] + "…" if len(secret) > 14 else "(short secret)"
+
+
 def serve(
-    *, secret: str, host: str, port: int, status: int | None, service_name: str
+    *, secret: str | Sequence[str], host: str, port: int, status: int | None, service_name: str
 ) -> int:
     """Run a listener in the foreground until Ctrl-C or SIGTERM; returns the exit status."""
     try:
@@ -182,9 +189,10 @@ def serve(
     answer = f"answering {status} to every delivery" if status is not None else (
         "answering 200 when verified, 401 when not"
     )
-    hint = secret[:10] + "…" if len(secret) > 14 else "(short secret)"
+    secrets = [secret] if isinstance(secret, str) else list(secret)
+    hints = " or ".join(_hint(one) for one in secrets)
     listener.echo(
-        f"webhooks listen: ready on {listener.url} (any path), verifying with {hint}, "
+        f"webhooks listen: ready on {listener.url} (any path), verifying with {hints}, "
         f"{answer}; Ctrl-C stops"
     )
 

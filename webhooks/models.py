@@ -14,6 +14,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -104,6 +106,17 @@ class Subscription(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # Soft delete: history stays readable, no further attempts are made.
     deleted_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # A staged rotation (rotation.py): next_secret signs from next_secret_active_at on.
+    next_secret: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    next_secret_active_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # Extra request headers sent with every delivery (custom_headers.py); None: none.
+    headers: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    # Attempts in flight at once; None: WEBHOOKS_MAX_IN_FLIGHT.
+    max_in_flight: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Attempts per second (pacing.py); None: no limit.
+    rate_limit: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The rate limit's next free slot, in unix seconds (pacing.py).
+    rate_next_slot: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     def wants(self, event_type: str) -> bool:
         """True when this subscription receives events of ``event_type``."""
@@ -186,6 +199,9 @@ class Delivery(Base):
     # When the attempt in flight was claimed (status sending).
     claimed_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     replay_of: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"), nullable=True)
+    # True while the delivery holds a slot of its subscription's rate limit, reserved
+    # for its next_attempt_at (pacing.py): its next claim takes no second slot.
+    paced: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 

@@ -23,7 +23,7 @@ from .states import DeliveryStatus, held_by_pause
 
 __all__ = [
     "Outcome", "Wait", "Counter", "Rules", "Step", "classify", "retry_delay", "next_step",
-    "pauses",
+    "pauses", "carrier",
 ]
 
 
@@ -131,11 +131,18 @@ def next_step(attempt_number: int, status_code: int | None, event_type: str, rul
     if delay is None:
         dead = DeliveryStatus.DEAD.value
         return Step(Outcome.DEAD, dead, None, Wait.NONE, Counter.ADD_ONE, dead)
-    rides = delay <= rules.countdown_limit and countdown_room()
     pending = DeliveryStatus.PENDING.value
     held = DeliveryStatus.PAUSED.value if held_by_pause(event_type) else pending
-    return Step(Outcome.RETRY, pending, delay, Wait.COUNTDOWN if rides else Wait.PARKED,
+    return Step(Outcome.RETRY, pending, delay, carrier(delay, rules, countdown_room),
                 Counter.ADD_ONE, held)
+
+
+def carrier(wait: float, rules: Rules, countdown_room: Callable[[], bool] = lambda: True) -> Wait:
+    """What carries a delivery through a wait of ``wait`` seconds (a retry's, or a rate
+    limit's, pacing.py): a countdown message if the wait is within the countdown limit and
+    ``countdown_room()`` (asked only then) says the budget has room; the sweep otherwise."""
+    rides = wait <= rules.countdown_limit and countdown_room()
+    return Wait.COUNTDOWN if rides else Wait.PARKED
 
 
 def pauses(consecutive_failures: int, rules: Rules) -> bool:

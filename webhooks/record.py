@@ -54,7 +54,8 @@ _MOVE = (
     .where(deliveries.c.id == bindparam("d_id"), deliveries.c.status == SENDING,
            deliveries.c.attempt_count == bindparam("n"))
     .values(status=bindparam("new_status"), next_attempt_at=bindparam("next_at", type_=UTCDateTime),
-            parked=bindparam("park"), claimed_at=null(), updated_at=bindparam("now"))
+            parked=bindparam("park"), claimed_at=null(), paced=false(),
+            updated_at=bindparam("now"))
 )
 # Parameters are named apart from every column: on SQLite, a parameter named
 # like a column of an UPDATE would be taken as a value to SET.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from typing import Sequence
 
 __all__ = ["sign", "verify", "InvalidSignature", "DEFAULT_TOLERANCE"]
 
@@ -53,19 +54,36 @@ def _parse(header: str) -> tuple[str, int]:
     return digest, int(stamp)
 
 
-def verify(secret: str, body: bytes, header: str, *, tolerance: int = DEFAULT_TOLERANCE, now=None) -> None:
+def verify(secret: str | Sequence[str], body: bytes, header: str, *,
+           tolerance: int = DEFAULT_TOLERANCE, now=None) -> None:
     """Check ``header`` against ``body``; return None or raise InvalidSignature saying why.
 
-    ``now`` (unix seconds, default the current time) and ``tolerance`` (seconds)
-    bound how far the signed timestamp may be from the receiver's clock, in the
-    past or the future. The digest is compared in constant time.
+    ``secret`` is one secret or several: the signature verifies when it matches
+    any of them (a receiver holding the current and the next secret while a
+    rotation is staged, docs/secret-rotation.md). ``now`` (unix seconds,
+    default the current time) and ``tolerance`` (seconds) bound how far the
+    signed timestamp may be from the receiver's clock, in the past or the
+    future. Digests are compared in constant time, each one.
     """
+    secrets = _secrets(secret)
     digest, timestamp = _parse(header)
     current = int(time.time()) if now is None else int(now)
     if timestamp < current - tolerance:
         raise InvalidSignature(f"signature timestamp is more than {tolerance} s in the past")
     if timestamp > current + tolerance:
         raise InvalidSignature(f"signature timestamp is more than {tolerance} s in the future")
-    expected = _digest(secret, body, timestamp)
-    if not hmac.compare_digest(expected, digest):
-        raise InvalidSignature("signature does not match the body and secret")
+    # Every secret is tried (no early exit), so the time taken says nothing about which matched.
+    matched = [hmac.compare_digest(_digest(key, body, timestamp), digest) for key in secrets]
+    if not any(matched):
+        which = "secret" if len(secrets) == 1 else f"any of the {len(secrets)} secrets"
+        raise InvalidSignature(f"signature does not match the body and {which}")
+
+
+def _secrets(secret: str | Sequence[str]) -> list[str]:
+    """One secret or several as a list; a TypeError or ValueError for anything else."""
+    keys = [secret] if isinstance(secret, str) else list(secret)
+    if not keys:
+        raise ValueError("verify needs at least one secret")
+    if not all(isinstance(key, str) for key in keys):
+        raise TypeError("each secret must be a str")
+    return keys

@@ -1,5 +1,6 @@
 """The transitions outside the hot path, as SQL, one function each: a subscription's
-life (create, pause, hold, resume, delete) and replay.
+life (create, change, pause, hold, resume, delete) and replay. Secret rotation is in
+rotation.py, recover (replay in bulk) in recover.py.
 
 The per-attempt claim and record are in claim.py and record.py, the sweep in
 sweep.py. Every function takes the caller's session (or connection) and
@@ -22,7 +23,10 @@ from .quotas import reserve_subscription_slot
 from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 
 __all__ = [
+    "SETTINGS",
+    "replay_row",
     "create_subscription",
+    "change_subscription",
     "pause_subscription",
     "hold_pending",
     "resume_subscription",
@@ -33,6 +37,10 @@ __all__ = [
 PENDING = DeliveryStatus.PENDING.value
 PAUSED = DeliveryStatus.PAUSED.value
 ACTIVE = SubscriptionStatus.ACTIVE.value
+# The settings of a subscription that its owner may set (at creation and later), with
+# their defaults: inputs are validated by the caller (web/schemas, custom_headers.py).
+SETTINGS = {"event_types": None, "description": None, "headers": None, "max_in_flight": None,
+            "rate_limit": None}
 
 
 def create_subscription(
@@ -40,24 +48,26 @@ def create_subscription(
     account_id: str,
     url: str,
     *,
-    event_types: list[str] | None,
-    description: str | None,
     now: dt.datetime,
     max_subscriptions: int | None = None,
+    **settings,
 ) -> Subscription:
-    """A new active subscription with a fresh signing secret (inputs already validated).
+    """A new active subscription with a fresh signing secret (inputs already validated);
+    ``settings`` are those of :data:`SETTINGS` (the others take their defaults).
 
     Conflict ``subscription_limit`` when the account already has
     ``max_subscriptions`` (default WEBHOOKS_MAX_SUBSCRIPTIONS) live ones.
     """
+    unknown = set(settings) - set(SETTINGS)
+    if unknown:
+        raise TypeError(f"not settings of a subscription: {sorted(unknown)}")
     reserve_subscription_slot(session, account_id, max_subscriptions)
     subscription = Subscription(
         id=new_id(),
         account_id=account_id,
         url=url,
         secret=new_signing_secret(),
-        event_types=event_types,
-        description=description,
+        **{**SETTINGS, **settings, "headers": settings.get("headers") or None},
         status=ACTIVE,
         consecutive_failures=0,
         paused_at=None,
@@ -66,6 +76,25 @@ def create_subscription(
     session.add(subscription)
     session.flush()
     return subscription
+
+
+def change_subscription(session: Session, subscription_id: str, **changes) -> None:
+    """Change the given settings (``url`` and those of :data:`SETTINGS`) of a live
+    subscription; NotFound if there is none. Inputs are validated by the caller."""
+    unknown = set(changes) - set(SETTINGS) - {"url"}
+    if unknown:
+        raise TypeError(f"not settings of a subscription: {sorted(unknown)}")
+    if "headers" in changes:
+        changes["headers"] = changes["headers"] or None  # {} is stored as none
+    if not changes:
+        return
+    found = session.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id, Subscription.deleted_at.is_(None))
+        .values(**changes)
+    )
+    if found.rowcount != 1:
+        raise NotFound("subscription not found")
 
 
 def pause_subscription(session, subscription_id: str, now: dt.datetime) -> bool:
@@ -88,7 +117,7 @@ def hold_pending(session, subscription_id: str, now: dt.datetime) -> int:
             Delivery.status == PENDING,
             Delivery.event_type != UNPAUSABLE_TYPE,  # states.held_by_pause, in SQL
         )
-        .values(status=PAUSED, parked=False, updated_at=now)
+        .values(status=PAUSED, parked=False, paced=False, updated_at=now)
     )
     return result.rowcount
 
@@ -115,6 +144,27 @@ def resume_subscription(session: Session, subscription_id: str, now: dt.datetime
     return released.rowcount
 
 
+def replay_row(original, *, held: bool, parked: bool, now: dt.datetime) -> dict:
+    """The row of a replay of ``original`` (a delivery or a row with its ids and type): a
+    new delivery of the same event to the same subscription, attempts from 1, due now;
+    ``paused`` if ``held`` (its subscription is paused), else pending, ``parked`` for
+    the sweep to send or carried by a message the caller publishes."""
+    return dict(
+        id=new_id(),
+        account_id=original.account_id,
+        event_id=original.event_id,
+        subscription_id=original.subscription_id,
+        event_type=original.event_type,
+        status=PAUSED if held else PENDING,
+        attempt_count=0,
+        next_attempt_at=now,
+        parked=parked and not held,
+        replay_of=original.id,
+        created_at=now,
+        updated_at=now,
+    )
+
+
 def replay_delivery(session: Session, delivery: Delivery, now: dt.datetime) -> Delivery:
     """A new delivery of the same event to the same subscription, attempts from 1.
 
@@ -133,20 +183,7 @@ def replay_delivery(session: Session, delivery: Delivery, now: dt.datetime) -> D
         raise Conflict("not_replayable", "the subscription of this delivery has been deleted")
     held = subscription.status == SubscriptionStatus.PAUSED.value and held_by_pause(
         delivery.event_type)
-    replay = Delivery(
-        id=new_id(),
-        account_id=delivery.account_id,
-        event_id=delivery.event_id,
-        subscription_id=delivery.subscription_id,
-        event_type=delivery.event_type,
-        status=PAUSED if held else PENDING,
-        attempt_count=0,
-        next_attempt_at=now,
-        parked=False,
-        replay_of=delivery.id,
-        created_at=now,
-        updated_at=now,
-    )
+    replay = Delivery(**replay_row(delivery, held=held, parked=False, now=now))
     session.add(replay)
     session.flush()
     if not held:

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from .config import Settings, get_settings
 from .db import session_scope
 from .models import Delivery, Subscription, utcnow
 from .outbox import Dispatch, publish_now
+from .rotation import settle_due
 from .states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
 
 __all__ = ["sweep", "run_sweep"]
@@ -107,12 +108,13 @@ def sweep(
     )
     dispatches += _take(session, orphaned, dict(made_due, status=PENDING), Delivery.status == PAUSED)
     dispatches += _take(session, _forgotten_waiting(max_in_flight, batch), made_due, waiting(_deliveries))
+    settle_due(session, now, batch)
     return dispatches
 
 
 def _forgotten_waiting(per_subscription: int, batch: int):
-    """The oldest waiting deliveries (up to ``per_subscription`` each, all if 0) of every
-    subscription that has nothing in flight."""
+    """The oldest waiting deliveries (up to the subscription's max_in_flight, else
+    ``per_subscription``, each; all if 0) of every subscription that has nothing in flight."""
     in_flight = aliased(Delivery)
     ranked = (
         select(
@@ -120,7 +122,9 @@ def _forgotten_waiting(per_subscription: int, batch: int):
             func.row_number()
             .over(partition_by=Delivery.subscription_id, order_by=(Delivery.created_at, Delivery.id))
             .label("place"),
+            func.coalesce(Subscription.max_in_flight, per_subscription).label("cap"),
         )
+        .join(Subscription, Subscription.id == Delivery.subscription_id)
         .where(
             waiting(_deliveries),
             ~exists().where(in_flight.subscription_id == Delivery.subscription_id,
@@ -128,7 +132,5 @@ def _forgotten_waiting(per_subscription: int, batch: int):
         )
         .subquery()
     )
-    candidates = select(ranked.c.id)
-    if per_subscription:
-        candidates = candidates.where(ranked.c.place <= per_subscription)
+    candidates = select(ranked.c.id).where(or_(ranked.c.cap == 0, ranked.c.place <= ranked.c.cap))
     return candidates.limit(batch)

@@ -41,7 +41,7 @@ def test_every_route_is_documented_with_its_methods(app, document):
     routes = _flask_routes(app)
     documented = {path: set(ops) for path, ops in document["paths"].items()}
     assert documented == routes
-    assert len(routes) == 11  # the contract's routes and this document
+    assert len(routes) == 12  # the contract's routes and this document
 
 
 def test_the_document_is_openapi_3(document):
@@ -88,10 +88,11 @@ def test_the_resource_schemas_match_the_contract(document):
     subscription = schemas["Subscription"]
     assert set(subscription["required"]) == {
         "id", "url", "event_types", "description", "status", "consecutive_failures",
-        "paused_at", "created_at",
+        "paused_at", "created_at", "headers", "max_in_flight", "rate_limit",
+        "next_secret_active_at",
     }
     assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"]) | {
-        "secret"
+        "secret", "next_secret"
     }
     assert set(schemas["Delivery"]["required"]) == {
         "id", "event_id", "event_type", "subscription_id", "status", "attempt_count",

@@ -16,8 +16,9 @@ BASE = "/api/webhooks/subscriptions"
 URL = "https://hooks.example.com/in"
 SUBSCRIPTION_KEYS = {
     "id", "url", "event_types", "description", "status", "consecutive_failures", "paused_at",
-    "created_at",
+    "created_at", "headers", "max_in_flight", "rate_limit", "next_secret_active_at",
 }
+SECRET_KEYS = {"secret", "next_secret"}
 
 
 def _is_utc_timestamp(value: str) -> bool:
@@ -47,7 +48,7 @@ def test_create_answers_the_subscription_with_its_secret(client, alice):
     )
     assert response.status_code == 201
     body = response.get_json()
-    assert set(body) == SUBSCRIPTION_KEYS | {"secret"}
+    assert set(body) == SUBSCRIPTION_KEYS | SECRET_KEYS
     assert body["url"] == URL
     assert body["event_types"] == ["email.sent", "reply.received"]
     assert body["description"] == "CRM"
@@ -312,7 +313,7 @@ def test_rotate_secret_answers_and_stores_a_new_secret(client, alice):
     response = client.post(f"{BASE}/{created['id']}/rotate-secret", headers=alice.headers)
     assert response.status_code == 200
     body = response.get_json()
-    assert set(body) == SUBSCRIPTION_KEYS | {"secret"}
+    assert set(body) == SUBSCRIPTION_KEYS | SECRET_KEYS
     assert body["secret"] != created["secret"] and body["secret"].startswith("whsec_")
     assert _row(created["id"]).secret == body["secret"]
     assert client.get(f"{BASE}/{created['id']}", headers=alice.headers).get_json()["secret"] == (

@@ -1,4 +1,5 @@
-"""``/api/webhooks/subscriptions``: register endpoints, change them, test, resume, rotate.
+"""``/api/webhooks/subscriptions``: register endpoints, change them, test, resume, rotate,
+recover.
 
 Every query is scoped to the calling account and skips deleted
 subscriptions, so another account's id, a deleted one and one that never
@@ -10,19 +11,31 @@ from __future__ import annotations
 from flask import Blueprint, Response, url_for
 from sqlalchemy import select
 
-from webhooks import queue, store
-from webhooks.accounts import new_signing_secret
+from webhooks import queue, rotation, store
+from webhooks.config import get_settings
 from webhooks.emit import send_test
+from webhooks.errors import InvalidWindow
 from webhooks.models import Subscription, utcnow
+from webhooks.recover import recover as recover_window
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
 from ..errors import ApiError
 from ..pagination import keyset_page
-from ..params import canonical_id, load_body, load_query, require_known_event_types
+from ..params import (
+    canonical_id,
+    load_body,
+    load_optional_body,
+    load_query,
+    require_known_event_types,
+    require_settable_headers,
+)
 from ..ratelimit import check_send_test
 from ..responses import json_response
 from ..schemas import (
+    RecoveredSchema,
+    RecoverSchema,
+    RotateSecretSchema,
     SubscriptionCreateSchema,
     SubscriptionListSchema,
     SubscriptionQuerySchema,
@@ -30,6 +43,7 @@ from ..schemas import (
     SubscriptionUpdateSchema,
     SubscriptionWithSecretSchema,
     TestSentSchema,
+    subscription_resource,
 )
 from ..targets import check_target_allowed, url_to_store
 from ..transaction import after_commit, db_session
@@ -44,9 +58,25 @@ _PUBLIC = SubscriptionSchema()
 _WITH_SECRET = SubscriptionWithSecretSchema()
 _LIST = SubscriptionListSchema()
 _TEST_SENT = TestSentSchema()
+_RECOVERED = RecoveredSchema()
 
-_EVENT_TYPE_ERROR = {400: "`unknown_event_type`: event_types names a type not in the catalogue; "
-                          "`target_not_allowed`: the url's host is local or not public"}
+_SETTINGS_ERRORS = {400: "`unknown_event_type`: event_types names a type not in the catalogue; "
+                         "`target_not_allowed`: the url's host is local or not public; "
+                         "`reserved_header`: headers names a header only the service sets "
+                         "(the message names each)"}
+
+
+def _answer(schema, subscription: Subscription, status: int = 200, headers=None) -> Response:
+    return json_response(schema, subscription_resource(subscription), status, headers)
+
+
+def _settings_of(body: dict) -> dict:
+    """The subscription settings in a create or PATCH body, checked beyond their schema."""
+    if "event_types" in body:
+        require_known_event_types(body["event_types"])
+    if "headers" in body:
+        require_settable_headers(body["headers"])
+    return {name: body[name] for name in store.SETTINGS if name in body}
 
 
 def _own(subscription_id: str) -> Subscription:
@@ -70,28 +100,22 @@ def _own(subscription_id: str) -> Subscription:
 @documented(
     "Create a subscription",
     description="Registers an endpoint. Without `event_types` (or with null) it receives "
-    "every event type. The answer holds the signing secret. Deleted subscriptions do not "
-    "count toward the account's limit.",
+    "every event type. `headers`, `max_in_flight` and `rate_limit` are optional. The answer "
+    "holds the signing secret. Deleted subscriptions do not count toward the account's limit.",
     body=SubscriptionCreateSchema,
     responses={201: ("The new subscription, with its secret", SubscriptionWithSecretSchema)},
-    errors={**_EVENT_TYPE_ERROR,
+    errors={**_SETTINGS_ERRORS,
             409: "`subscription_limit`: the account already has WEBHOOKS_MAX_SUBSCRIPTIONS "
                  "(by default 100) subscriptions; delete one first"},
 )
 def create() -> Response:
     body = load_body(SubscriptionCreateSchema())
-    require_known_event_types(body["event_types"])
+    settings = _settings_of(body)
     check_target_allowed(body["url"])
     subscription = store.create_subscription(
-        db_session(),
-        current_account_id(),
-        body["url"],
-        event_types=body["event_types"],
-        description=body["description"],
-        now=utcnow(),
-    )
+        db_session(), current_account_id(), body["url"], now=utcnow(), **settings)
     location = url_for(".get", subscription_id=subscription.id)
-    return json_response(_WITH_SECRET, subscription, 201, {"Location": location})
+    return _answer(_WITH_SECRET, subscription, 201, {"Location": location})
 
 
 @bp.get("")
@@ -112,7 +136,9 @@ def list_all() -> Response:
     page, next_cursor = keyset_page(
         db_session(), statement, Subscription, query.get("cursor"), query["limit"]
     )
-    return json_response(_LIST, {"data": page, "next_cursor": next_cursor})
+    now = utcnow()
+    data = [subscription_resource(subscription, now) for subscription in page]
+    return json_response(_LIST, {"data": data, "next_cursor": next_cursor})
 
 
 @bp.get("/<subscription_id>")
@@ -121,31 +147,31 @@ def list_all() -> Response:
     responses={200: ("The subscription, with its secret", SubscriptionWithSecretSchema)},
 )
 def get(subscription_id: str) -> Response:
-    return json_response(_WITH_SECRET, _own(subscription_id))
+    return _answer(_WITH_SECRET, _own(subscription_id))
 
 
 @bp.patch("/<subscription_id>")
 @documented(
     "Change a subscription",
-    description="Changes the fields given (`url`, `event_types`, `description`); "
-    "the others stay. `event_types: null` means every type; `description: null` clears it.",
+    description="Changes the fields given (`url`, `event_types`, `description`, `headers`, "
+    "`max_in_flight`, `rate_limit`); the others stay. `event_types: null` means every type; "
+    "`description: null` clears it; `headers` replaces every custom header (`{}` removes "
+    "them); `max_in_flight: null` and `rate_limit: null` go back to the defaults.",
     body=SubscriptionUpdateSchema,
     responses={200: ("The changed subscription", SubscriptionSchema)},
-    errors=_EVENT_TYPE_ERROR,
+    errors=_SETTINGS_ERRORS,
 )
 def update(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     body = load_body(SubscriptionUpdateSchema())
-    if "event_types" in body:
-        require_known_event_types(body["event_types"])
-        subscription.event_types = body["event_types"]
+    changes = _settings_of(body)
     if "url" in body:
         check_target_allowed(body["url"])
-        subscription.url = url_to_store(body["url"], subscription.url)
-    if "description" in body:
-        subscription.description = body["description"]
-    db_session().flush()
-    return json_response(_PUBLIC, subscription)
+        changes["url"] = url_to_store(body["url"], subscription.url)
+    session = db_session()
+    store.change_subscription(session, subscription.id, **changes)
+    session.refresh(subscription)
+    return _answer(_PUBLIC, subscription)
 
 
 @bp.delete("/<subscription_id>")
@@ -164,14 +190,51 @@ def delete(subscription_id: str) -> Response:
 @bp.post("/<subscription_id>/rotate-secret")
 @documented(
     "Rotate the signing secret",
-    description="Replaces the secret at once: the next attempt is signed with the new one.",
-    responses={200: ("The subscription, with its new secret", SubscriptionWithSecretSchema)},
+    description="Without a body (or with `{}`) the secret is replaced at once: the next "
+    "attempt is signed with the new one, and a staged secret is dropped. With "
+    "`{\"activate_in\": seconds}` the rotation is staged: `secret` still signs, and the "
+    "answer also holds `next_secret` and `next_secret_active_at`; from that moment on "
+    "`next_secret` signs and becomes `secret`. Receivers verify with both meanwhile. A second "
+    "staged rotation replaces the staged secret.",
+    body=RotateSecretSchema,
+    body_required=False,
+    responses={200: ("The subscription, with its secrets", SubscriptionWithSecretSchema)},
 )
 def rotate_secret(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
-    subscription.secret = new_signing_secret()
-    db_session().flush()
-    return json_response(_WITH_SECRET, subscription)
+    body = load_optional_body(RotateSecretSchema())
+    session = db_session()
+    rotation.rotate(session, subscription.id, utcnow(), body.get("activate_in"))
+    session.refresh(subscription)
+    return _answer(_WITH_SECRET, subscription)
+
+
+@bp.post("/<subscription_id>/recover")
+@documented(
+    "Recover failed deliveries",
+    description="Replays (as `POST /deliveries/<id>/replay` does) every `failed` or `dead` "
+    "delivery of this subscription created in `[since, until)` that was not replayed before, "
+    "oldest first; calling it again replays nothing twice. The work is done in transactions "
+    "of WEBHOOKS_RECOVER_BATCH (500) deliveries, and one call replays at most "
+    "WEBHOOKS_RECOVER_MAX (10,000): `more` says the window holds more, and the same call "
+    "again continues. The replays go out through the sweep within seconds (held `paused` "
+    "while the subscription is paused).",
+    body=RecoverSchema,
+    responses={202: ("How many deliveries were replayed", RecoveredSchema)},
+    errors={400: "`invalid_window`: `since` is in the future or after `until`"},
+)
+def recover(subscription_id: str) -> Response:
+    subscription = _own(subscription_id)
+    body = load_body(RecoverSchema())
+    settings = get_settings()
+    try:
+        # Commits the request's session after each batch (only the key was read so far).
+        recovered = recover_window(
+            db_session(), subscription.id, body["since"], body["until"], now=utcnow(),
+            batch=settings.recover_batch, limit=settings.recover_max)
+    except InvalidWindow as error:
+        raise ApiError(400, "invalid_window", f"The window is not valid: {error}.") from None
+    return json_response(_RECOVERED, recovered, 202)
 
 
 @bp.post("/<subscription_id>/test")
@@ -207,4 +270,4 @@ def resume(subscription_id: str) -> Response:
     session.refresh(subscription)
     # The released deliveries are parked and due: one sweep sends them all.
     after_commit(lambda: queue.request_sweep())
-    return json_response(_PUBLIC, subscription)
+    return _answer(_PUBLIC, subscription)

@@ -15,7 +15,9 @@ from flask import Flask
 
 from webhooks.config import get_settings
 
-from . import views_deliveries, views_overview, views_subscriptions  # noqa: F401  (routes)
+from . import (  # noqa: F401  (routes)
+    views_deliveries, views_overview, views_recover, views_rotation, views_subscriptions,
+)
 from .blueprint import bp, csrf
 from .secret_key import session_secret_key
 

@@ -8,23 +8,32 @@ from __future__ import annotations
 
 from flask_wtf import FlaskForm
 from wtforms import (
+    DateTimeLocalField,
+    FloatField,
     HiddenField,
+    IntegerField,
     PasswordField,
     RadioField,
     SelectChoice,
+    SelectField,
     SelectMultipleField,
     StringField,
     TextAreaField,
     widgets,
 )
-from wtforms.validators import DataRequired, Length, Optional, ValidationError
+from wtforms.validators import DataRequired, Length, NumberRange, Optional, ValidationError
 
+from webhooks import custom_headers
 from webhooks.catalogue import CATALOGUE
+from webhooks.config import get_settings
 
-from ..schemas import MAX_DESCRIPTION_LENGTH
+from ..schemas import MAX_DESCRIPTION_LENGTH, MAX_IN_FLIGHT_MAX, RATE_LIMIT_RANGE
 from ..targets import MAX_URL_LENGTH, url_problem
 
-__all__ = ["SignInForm", "SubscriptionForm", "ALL_TYPES", "ONLY_TYPES"]
+__all__ = ["SignInForm", "SubscriptionForm", "RotateForm", "RecoverForm", "ALL_TYPES",
+           "ONLY_TYPES", "TYPE_DESCRIPTIONS", "headers_text", "parse_headers"]
+
+TYPE_DESCRIPTIONS = {t.name: t.description for t in CATALOGUE}
 
 ALL_TYPES = "all"
 ONLY_TYPES = "only"
@@ -48,6 +57,25 @@ def _valid_url(_form, field) -> None:
     problem = url_problem(field.data or "")
     if problem:
         raise ValidationError(problem)
+
+
+def parse_headers(text: str) -> dict[str, str]:
+    """``Name: value`` lines as a dict (blank lines skipped); ValidationError for a line
+    without a colon (named by its number, never quoted: values are not echoed)."""
+    headers: dict[str, str] = {}
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, colon, value = line.partition(":")
+        if not colon:
+            raise ValidationError(f"Line {number} has no colon: write each header as Name: value.")
+        headers[name.strip()] = value.strip()
+    return headers
+
+
+def headers_text(headers: dict | None) -> str:
+    """Headers as the form shows them: one ``Name: value`` line each."""
+    return "\n".join(f"{name}: {value}" for name, value in (headers or {}).items())
 
 
 class SubscriptionForm(FlaskForm):
@@ -75,6 +103,44 @@ class SubscriptionForm(FlaskForm):
         render_kw={"rows": 2},
     )
 
+    max_in_flight = IntegerField(
+        "Attempts in flight at once (optional)",
+        validators=[Optional(), NumberRange(1, MAX_IN_FLIGHT_MAX)],
+        render_kw={"min": 1, "max": MAX_IN_FLIGHT_MAX, "placeholder": "service default"},
+    )
+    rate_limit = FloatField(
+        "Attempts per second at most (optional)",
+        validators=[Optional(), NumberRange(*RATE_LIMIT_RANGE)],
+        render_kw={"min": RATE_LIMIT_RANGE[0], "max": RATE_LIMIT_RANGE[1], "step": "any",
+                   "placeholder": "no limit"},
+    )
+    headers = TextAreaField(
+        "Custom headers (optional)",
+        render_kw={"rows": 3, "spellcheck": "false", "placeholder": "Authorization: Bearer …"},
+    )
+
+    def validate_headers(self, field) -> None:
+        headers = parse_headers(field.data)
+        problems = custom_headers.problems(headers)
+        refused = custom_headers.reserved(headers, get_settings().service_name)
+        if refused:
+            problems.append(f"{', '.join(refused)} cannot be set: the service sets "
+                            f"{'it' if len(refused) == 1 else 'them'}")
+        if problems:
+            sentence = "; ".join(problems)
+            raise ValidationError(sentence[0].upper() + sentence[1:] + ".")
+
+    def chosen_settings(self) -> dict:
+        """The subscription's settings as store.create_subscription / change_subscription
+        take them."""
+        return {
+            "event_types": self.chosen_event_types(),
+            "description": self.description.data or None,
+            "headers": parse_headers(self.headers.data),
+            "max_in_flight": self.max_in_flight.data,
+            "rate_limit": self.rate_limit.data,
+        }
+
     def validate_event_types(self, field) -> None:
         if self.filter_mode.data == ONLY_TYPES and not field.data:
             raise ValidationError("Check at least one type, or choose all event types.")
@@ -86,5 +152,27 @@ class SubscriptionForm(FlaskForm):
         checked = set(self.event_types.data or ())
         return [t.name for t in CATALOGUE if t.name in checked]
 
-    def chosen_description(self) -> str | None:
-        return self.description.data or None
+
+
+class RotateForm(FlaskForm):
+    """Rotate the signing secret at once, or stage the new one to take over later."""
+
+    activate_in = SelectField(
+        "The new secret signs",
+        choices=[SelectChoice("", "at once"), SelectChoice("3600", "in 1 hour"),
+                 SelectChoice("86400", "in 24 hours"), SelectChoice("604800", "in 7 days")],
+        default="",
+    )
+
+    def chosen_activate_in(self) -> int | None:
+        """Seconds until the new secret signs, or None for at once."""
+        return int(self.activate_in.data) if self.activate_in.data else None
+
+
+class RecoverForm(FlaskForm):
+    """The window of deliveries to recover, in UTC (as every time the dashboard shows)."""
+
+    since = DateTimeLocalField("From (UTC)", format="%Y-%m-%dT%H:%M",
+                               validators=[DataRequired("Enter when the window starts.")])
+    until = DateTimeLocalField("Until (UTC, optional)", format="%Y-%m-%dT%H:%M",
+                               validators=[Optional()])

@@ -1,18 +1,21 @@
 """Subscription pages: list, create, view (secret on request), edit, delete, and the
-actions Send test, Resume and Rotate secret, on the same core functions as the API."""
+actions Send test and Resume, on the same core functions as the API (rotation in
+views_rotation.py, recover in views_recover.py)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from webhooks import queue, store
-from webhooks.accounts import new_signing_secret
+from webhooks.config import get_settings
 from webhooks.emit import send_test
 from webhooks.errors import Conflict
 from webhooks.models import Subscription, SubscriptionStatus, utcnow
+from webhooks.rotation import secrets_at
 
 from ..errors import ApiError
 from ..ratelimit import check_send_test
@@ -20,7 +23,15 @@ from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import after_commit, db_session
 from . import queries
 from .blueprint import bp, current_account
-from .forms import ALL_TYPES, ONLY_TYPES, SubscriptionForm
+from .forms import (
+    ALL_TYPES,
+    ONLY_TYPES,
+    TYPE_DESCRIPTIONS,
+    RecoverForm,
+    RotateForm,
+    SubscriptionForm,
+    headers_text,
+)
 from .views_overview import chart_since, hourly_chart
 
 log = logging.getLogger("web.dashboard")
@@ -80,24 +91,35 @@ def new_subscription():
     if form.validate_on_submit() and not _target_refused(form):
         try:
             subscription = store.create_subscription(
-                db_session(),
-                current_account().id,
-                form.url.data,
-                event_types=form.chosen_event_types(),
-                description=form.chosen_description(),
-                now=utcnow(),
-            )
+                db_session(), current_account().id, form.url.data, now=utcnow(),
+                **form.chosen_settings())
         except Conflict as refused:  # WEBHOOKS_MAX_SUBSCRIPTIONS reached
             flash(f"Subscription not created: {refused}.", "error")
-            return render_template(
-                "dashboard/subscription_form.html", form=form, subscription=None
-            ), 409
+            return _form_page(form, None, 409)
         log.info("subscription created in the dashboard", extra=_ids(subscription))
         flash("Subscription created. Its signing secret is shown below: give it to your "
               "endpoint so it can verify every delivery.", "success")
         return redirect(url_for("dashboard.subscription_secret", subscription_id=subscription.id))
-    status = 400 if form.is_submitted() else 200
-    return render_template("dashboard/subscription_form.html", form=form, subscription=None), status
+    return _form_page(form, None, 400 if form.is_submitted() else 200)
+
+
+def _form_page(form: SubscriptionForm, subscription: Subscription | None, status: int):
+    return render_template("dashboard/subscription_form.html", form=form,
+                           subscription=subscription, descriptions=TYPE_DESCRIPTIONS), status
+
+
+def _from_now(moment: dt.datetime | None, now: dt.datetime) -> str:
+    """``in 3 hours``: how far ``moment`` is from ``now``, in its largest whole unit."""
+    if moment is None or moment <= now:
+        return "now"
+    seconds = int((moment - now).total_seconds())
+    if seconds >= 60:  # to the nearest minute: a page shown a second after "in 24 hours" says so
+        seconds = round(seconds / 60) * 60
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = seconds // size
+            return f"in {count} {unit}{'' if count == 1 else 's'}"
+    return f"in {seconds} second{'' if seconds == 1 else 's'}"
 
 
 def _subscription_page(subscription: Subscription, show_secret: bool):
@@ -107,10 +129,17 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         session, account_id, queries.DeliveryFilters(subscription_id=subscription.id),
         limit=RECENT_DELIVERIES,
     )
-    since = chart_since(utcnow())
+    now = utcnow()
+    since = chart_since(now)
     return render_template(
         "dashboard/subscription.html",
         subscription=subscription,
+        secrets=secrets_at(subscription, now),
+        takes_over_in=_from_now(subscription.next_secret_active_at, now),
+        default_max_in_flight=get_settings().max_in_flight,
+        rotate_form=RotateForm(),
+        # The form offers the chart's 24 hours; its fields are UTC without an offset.
+        recover_form=RecoverForm(since=since.replace(tzinfo=None, second=0, microsecond=0)),
         show_secret=show_secret,
         recent=recent,
         counts=queries.status_counts(session, account_id, since, subscription.id),
@@ -140,23 +169,22 @@ def edit_subscription(subscription_id: str):
     if not form.is_submitted():
         form.url.data = shown_url(subscription.url)  # saved back unchanged, it keeps the password
         form.description.data = subscription.description or ""
+        form.max_in_flight.data = subscription.max_in_flight
+        form.rate_limit.data = subscription.rate_limit
+        form.headers.data = headers_text(subscription.headers)
         if subscription.event_types is None:
             form.filter_mode.data = ALL_TYPES
         else:
             form.filter_mode.data = ONLY_TYPES
             form.event_types.data = list(subscription.event_types)
     elif form.validate() and not _target_refused(form):
-        subscription.url = url_to_store(form.url.data, subscription.url)
-        subscription.event_types = form.chosen_event_types()
-        subscription.description = form.chosen_description()
-        db_session().flush()
+        store.change_subscription(db_session(), subscription.id,
+                                  url=url_to_store(form.url.data, subscription.url),
+                                  **form.chosen_settings())
         log.info("subscription changed in the dashboard", extra=_ids(subscription))
         flash("Subscription saved.", "success")
         return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
-    status = 400 if form.is_submitted() else 200
-    return render_template(
-        "dashboard/subscription_form.html", form=form, subscription=subscription
-    ), status
+    return _form_page(form, subscription, 400 if form.is_submitted() else 200)
 
 
 @bp.post("/subscriptions/<subscription_id>/test")
@@ -190,17 +218,6 @@ def resume_subscription(subscription_id: str):
     held = f" {released} held deliver{'y goes' if released == 1 else 'ies go'} out now." if released else ""
     flash(f"Subscription resumed.{held}", "success")
     return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
-
-
-@bp.post("/subscriptions/<subscription_id>/rotate-secret")
-def rotate_secret(subscription_id: str):
-    subscription = _own(subscription_id)
-    subscription.secret = new_signing_secret()
-    db_session().flush()
-    log.info("signing secret rotated in the dashboard", extra=_ids(subscription))
-    flash("New signing secret made. The old one no longer verifies: update your endpoint.",
-          "success")
-    return redirect(url_for("dashboard.subscription_secret", subscription_id=subscription.id))
 
 
 @bp.route("/subscriptions/<subscription_id>/delete", methods=["GET", "POST"])

@@ -25,6 +25,12 @@ from .deliveries import (
 from .events import ENVELOPE_SCHEMAS, EventTypeListSchema, EventTypeSchema, SampleQuerySchema
 from .subscriptions import (
     MAX_DESCRIPTION_LENGTH,
+    MAX_IN_FLIGHT_MAX,
+    RATE_LIMIT_RANGE,
+    RecoveredSchema,
+    RecoverSchema,
+    RotateSecretSchema,
+    subscription_resource,
     SubscriptionCreateSchema,
     SubscriptionListSchema,
     SubscriptionQuerySchema,
@@ -42,5 +48,6 @@ __all__ = [
     "MAX_DESCRIPTION_LENGTH", "SubscriptionCreateSchema", "SubscriptionListSchema",
     "SubscriptionQuerySchema",
     "SubscriptionSchema", "SubscriptionUpdateSchema", "SubscriptionWithSecretSchema",
-    "TestSentSchema",
+    "TestSentSchema", "MAX_IN_FLIGHT_MAX", "RATE_LIMIT_RANGE", "RecoveredSchema",
+    "RecoverSchema", "RotateSecretSchema", "subscription_resource",
 ]

@@ -1,15 +1,23 @@
-"""Subscription resources: the request bodies of create and update, and the responses.
+"""Subscription resources: the request bodies of create, update, rotate-secret and
+recover, and the responses.
 
-A subscription is shown without its ``secret`` except where docs/api.md says
-so (create, get one, rotate-secret): lists and other answers leave it out.
+A subscription is shown without its ``secret`` (and ``next_secret``) except
+where docs/api.md says so (create, get one, rotate-secret): lists and other
+answers leave it out. Answers are dumped from :func:`subscription_resource`,
+which computes the secrets as of the answer's moment (rotation.py).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 from marshmallow import Schema, ValidationError, fields, validate
 
+from webhooks import custom_headers
 from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.models import SubscriptionStatus
+from webhooks.fields import StrictInteger, StrictNumber
+from webhooks.models import Subscription, SubscriptionStatus, utcnow
+from webhooks.rotation import ACTIVATE_IN_MAX, secrets_at
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
 from .common import PageQuerySchema, Text, UTCTimestamp, next_cursor_field
@@ -22,9 +30,17 @@ __all__ = [
     "SubscriptionWithSecretSchema",
     "SubscriptionListSchema",
     "TestSentSchema",
+    "RotateSecretSchema",
+    "RecoverSchema",
+    "RecoveredSchema",
+    "MAX_IN_FLIGHT_MAX",
+    "RATE_LIMIT_RANGE",
+    "subscription_resource",
 ]
 
 MAX_DESCRIPTION_LENGTH = 1000
+MAX_IN_FLIGHT_MAX = 1000
+RATE_LIMIT_RANGE = (0.01, 10000)  # attempts per second
 
 
 class TargetURL(Text):
@@ -82,12 +98,67 @@ def _description(**kwargs) -> Text:
     return Text(allow_none=True, validate=validate.Length(max=MAX_DESCRIPTION_LENGTH), **kwargs)
 
 
+class HeadersField(fields.Dict):
+    """Custom request headers: names (HTTP tokens) to printable ASCII values
+    (webhooks/custom_headers.py). Reserved names are refused by the view, which
+    answers ``reserved_header`` naming them. No message quotes a value."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("metadata", {
+            "maxProperties": custom_headers.MAX_HEADERS,
+            "description": "extra request headers sent with every delivery; at most "
+                           f"{custom_headers.MAX_HEADERS}, names and values printable ASCII, "
+                           f"values at most {custom_headers.MAX_VALUE_LENGTH:,} characters. The "
+                           "delivery headers (`X-Service-*`), `Content-Type`, `Content-Length`, "
+                           "`Content-Encoding`, `Accept-Encoding`, `Host`, `User-Agent` and the "
+                           "hop-by-hop headers (`Connection`, `Keep-Alive`, `Proxy-*`, `TE`, "
+                           "`Trailer`, `Transfer-Encoding`, `Upgrade`) cannot be set",
+        })
+        # The values field documents them; _deserialize checks them (custom_headers.problems).
+        values = fields.String(validate=validate.Length(max=custom_headers.MAX_VALUE_LENGTH),
+                               metadata={"pattern": "^[\\x20-\\x7e]*$"})
+        super().__init__(keys=fields.String(), values=values, **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, dict):
+            raise self.make_error("invalid")
+        problems = custom_headers.problems(value)
+        if problems:
+            raise ValidationError("; ".join(problems))
+        return dict(value)
+
+
+def _headers(**kwargs) -> HeadersField:
+    return HeadersField(**kwargs)
+
+
+def _max_in_flight(**kwargs) -> StrictInteger:
+    return StrictInteger(
+        required=False, allow_none=True, validate=validate.Range(min=1, max=MAX_IN_FLIGHT_MAX),
+        metadata={"description": "attempts this subscription may have in flight at once; null: "
+                                 "the service's WEBHOOKS_MAX_IN_FLIGHT"},
+        **kwargs)
+
+
+def _rate_limit(**kwargs) -> StrictNumber:
+    low, high = RATE_LIMIT_RANGE
+    return StrictNumber(
+        required=False, allow_none=True, validate=validate.Range(min=low, max=high),
+        metadata={"description": "at most this many attempts per second to this subscription, "
+                                 "across all workers; deliveries over it wait their turn "
+                                 "(not a failure, nothing dropped); null: no limit"},
+        **kwargs)
+
+
 class SubscriptionCreateSchema(Schema):
     """Body of ``POST /subscriptions``; unknown fields are refused."""
 
     url = TargetURL(required=True)
     event_types = _event_types(load_default=None)
     description = _description(load_default=None)
+    headers = _headers(load_default=dict)
+    max_in_flight = _max_in_flight(load_default=None)
+    rate_limit = _rate_limit(load_default=None)
 
 
 class SubscriptionUpdateSchema(Schema):
@@ -96,6 +167,9 @@ class SubscriptionUpdateSchema(Schema):
     url = TargetURL()
     event_types = _event_types()
     description = _description()
+    headers = _headers()
+    max_in_flight = _max_in_flight()
+    rate_limit = _rate_limit()
 
 
 class SubscriptionSchema(Schema):
@@ -115,12 +189,84 @@ class SubscriptionSchema(Schema):
     consecutive_failures = fields.Integer(required=True)
     paused_at = UTCTimestamp(required=True, allow_none=True)
     created_at = UTCTimestamp(required=True)
+    headers = fields.Dict(keys=fields.String(), values=fields.String(), required=True,
+                          metadata={"description": "extra request headers of every delivery"})
+    max_in_flight = fields.Integer(
+        required=True, allow_none=True,
+        metadata={"description": "null: the service's WEBHOOKS_MAX_IN_FLIGHT"})
+    rate_limit = fields.Float(
+        required=True, allow_none=True,
+        metadata={"description": "attempts per second at most; null: no limit"})
+    next_secret_active_at = UTCTimestamp(
+        required=True, allow_none=True,
+        metadata={"description": "when a staged secret takes over (signs, and becomes "
+                                 "`secret`); null when none is staged"})
 
 
 class SubscriptionWithSecretSchema(SubscriptionSchema):
-    """A subscription with its signing ``secret``: the HMAC key, used as UTF-8."""
+    """A subscription with its signing ``secret`` (the HMAC key, used as UTF-8) and the
+    staged ``next_secret``, if any."""
 
-    secret = fields.String(required=True)
+    secret = fields.String(required=True, metadata={"description": "the secret that signs now"})
+    next_secret = fields.String(
+        required=True, allow_none=True,
+        metadata={"description": "a staged secret, signing from `next_secret_active_at` on; "
+                                 "null when none is staged"})
+
+
+def subscription_resource(subscription: Subscription, now: dt.datetime | None = None) -> dict:
+    """What the subscription schemas dump: the row, with its secrets as of ``now``."""
+    secrets = secrets_at(subscription, now or utcnow())
+    return {
+        "id": subscription.id,
+        "url": subscription.url,
+        "event_types": subscription.event_types,
+        "description": subscription.description,
+        "status": subscription.status,
+        "consecutive_failures": subscription.consecutive_failures,
+        "paused_at": subscription.paused_at,
+        "created_at": subscription.created_at,
+        "headers": subscription.headers or {},
+        "max_in_flight": subscription.max_in_flight,
+        "rate_limit": subscription.rate_limit,
+        "next_secret_active_at": secrets.next_secret_active_at,
+        "secret": secrets.secret,
+        "next_secret": secrets.next_secret,
+    }
+
+
+class RotateSecretSchema(Schema):
+    """Body of ``POST /subscriptions/<id>/rotate-secret`` (optional: no body rotates at once)."""
+
+    activate_in = StrictInteger(
+        required=False, validate=validate.Range(min=1, max=ACTIVATE_IN_MAX),
+        metadata={"description": "seconds (1 to 604,800) from now until the new secret signs: "
+                                 "a staged rotation; left out, the new secret signs from the "
+                                 "next attempt"})
+
+
+class RecoverSchema(Schema):
+    """Body of ``POST /subscriptions/<id>/recover``: the window ``[since, until)``."""
+
+    since = fields.AwareDateTime(
+        required=True, default_timezone=dt.timezone.utc,
+        metadata={"description": "ISO 8601; deliveries created at or after this moment "
+                                 "(without an offset: UTC); not in the future"})
+    until = fields.AwareDateTime(
+        load_default=None, allow_none=True, default_timezone=dt.timezone.utc,
+        metadata={"description": "ISO 8601; deliveries created before this moment; left out "
+                                 "or null: up to now"})
+
+
+class RecoveredSchema(Schema):
+    """Answer of ``POST /subscriptions/<id>/recover``."""
+
+    replayed = fields.Integer(required=True, metadata={"description": "replays made"})
+    more = fields.Boolean(
+        required=True,
+        metadata={"description": "true when the window holds more deliveries to replay than "
+                                 "one call replays (WEBHOOKS_RECOVER_MAX): call again with the "
+                                 "same window to continue; nothing is replayed twice"})
 
 
 class SubscriptionQuerySchema(PageQuerySchema):

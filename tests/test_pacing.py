@@ -1,0 +1,155 @@
+"""A subscription's rate_limit (webhooks/pacing.py): slots shared by every claim, waiting
+that is not an attempt, on PostgreSQL and SQLite. Times are given, never waited for."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+
+import pytest
+from sqlalchemy import func, select, update
+
+from tests.factories import make_account, make_subscription
+from tests.test_store import delivery, emit, record
+from webhooks import pacing
+from webhooks.claim import Claim, claim
+from webhooks.db import get_engine, session_scope
+from webhooks.delivery import run_attempt
+from webhooks.models import Attempt, Subscription, utcnow
+from webhooks.policy import Rules
+from webhooks.transport import AttemptResult
+
+RULES = Rules((60, 300), countdown_limit=300, pause_after=25)
+
+
+@pytest.fixture
+def limited(any_db, published):
+    """A subscription limited to 2 attempts per second."""
+    account_id, _ = make_account()
+    subscription = make_subscription(account_id, "https://example.com/hook")
+    _set(subscription.id, rate_limit=2.0)
+    return subscription
+
+
+def _set(subscription_id, **values):
+    with session_scope() as session:
+        session.execute(update(Subscription).where(Subscription.id == subscription_id)
+                        .values(**values))
+
+
+def _subscription(subscription_id) -> Subscription:
+    with session_scope() as session:
+        return session.get(Subscription, subscription_id)
+
+
+def admit(delivery_id, now, count=0, rules=RULES, room=True):
+    """Claim and admit in one transaction, as a worker does (delivery._claim)."""
+    with get_engine().begin() as connection:
+        claimed = claim(connection, delivery_id, count, now)
+        if claimed is None:
+            return None
+        return pacing.admit(connection, claimed, now, rules, countdown_room=lambda: room)
+
+
+def test_attempts_over_the_rate_wait_for_their_own_slots_and_are_not_attempts(limited):
+    now = utcnow()
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(3)]
+    first, second, third = (admit(delivery_id, now) for delivery_id in ids)
+
+    assert isinstance(first, Claim)
+    assert isinstance(second, pacing.Paced) and isinstance(third, pacing.Paced)
+    assert second.wait == pytest.approx(0.5, abs=0.01) and third.wait == pytest.approx(1.0, abs=0.01)
+    assert (second.dispatch.delivery_id, second.dispatch.attempt_count) == (ids[1], 0)
+    assert second.dispatch.countdown == pytest.approx(0.5, abs=0.01)
+    for delivery_id, wait in ((ids[1], 0.5), (ids[2], 1.0)):
+        row = delivery(delivery_id)
+        assert (row.status, row.attempt_count, row.paced, row.parked) == ("pending", 0, True, False)
+        assert (row.next_attempt_at - now).total_seconds() == pytest.approx(wait, abs=0.01)
+    with session_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Attempt)) == 0
+    assert _subscription(limited.id).consecutive_failures == 0
+
+
+def test_a_paced_delivery_goes_at_its_slot_without_taking_another(limited):
+    now = utcnow()
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(2)]
+    admit(ids[0], now)
+    paced = admit(ids[1], now)
+    slots_taken = _subscription(limited.id).rate_next_slot
+    at_its_slot = now + dt.timedelta(seconds=paced.wait)
+    claimed = admit(ids[1], at_its_slot)
+    assert isinstance(claimed, Claim) and claimed.attempt_number == 1
+    assert _subscription(limited.id).rate_next_slot == slots_taken
+
+
+def test_after_its_attempt_a_delivery_takes_a_new_slot_for_its_retry(limited):
+    now = utcnow()
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(2)]
+    admit(ids[0], now)
+    paced = admit(ids[1], now)
+    claimed = admit(ids[1], now + dt.timedelta(seconds=paced.wait))
+    record(claimed, 500)
+    assert delivery(ids[1]).paced is False
+
+
+def test_a_wait_beyond_the_countdown_limit_or_the_budget_is_parked_for_the_sweep(limited):
+    _set(limited.id, rate_limit=0.01)  # one attempt per 100 s
+    now = utcnow()
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(3)]
+    admit(ids[0], now)
+    long_wait = admit(ids[1], now, rules=Rules((60,), countdown_limit=30, pause_after=25))
+    no_room = admit(ids[2], now, room=False)
+    for paced in (long_wait, no_room):
+        assert isinstance(paced, pacing.Paced) and paced.dispatch is None
+        row = delivery(paced.delivery_id)
+        assert (row.status, row.parked, row.paced) == ("pending", True, True)
+    assert long_wait.wait == pytest.approx(100, abs=0.1)
+    assert no_room.wait == pytest.approx(200, abs=0.1)
+
+
+def test_without_a_limit_nothing_waits_and_no_slot_is_kept(any_db, published):
+    account_id, _ = make_account()
+    subscription = make_subscription(account_id, "https://example.com/hook")
+    now = utcnow()
+    ids = [emit(account_id).delivery_ids[0] for _ in range(3)]
+    assert all(isinstance(admit(delivery_id, now), Claim) for delivery_id in ids)
+    assert _subscription(subscription.id).rate_next_slot is None
+
+
+def test_an_idle_subscription_starts_from_now_not_from_its_old_slot(limited):
+    _set(limited.id, rate_next_slot=utcnow().timestamp() - 3600)
+    delivery_id = emit(limited.account_id).delivery_ids[0]
+    assert isinstance(admit(delivery_id, utcnow()), Claim)
+
+
+def test_concurrent_claims_take_distinct_slots_spaced_by_the_rate(limited):
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(8)]
+    now = utcnow()
+    results, start = {}, threading.Barrier(len(ids))
+
+    def work(delivery_id):
+        start.wait()
+        results[delivery_id] = admit(delivery_id, now)
+
+    threads = [threading.Thread(target=work, args=(delivery_id,)) for delivery_id in ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    waits = sorted(0.0 if isinstance(r, Claim) else r.wait for r in results.values())
+    assert waits == pytest.approx([i * 0.5 for i in range(8)], abs=0.01)
+
+
+class Ok:
+    def __call__(self, url, body, headers):
+        return AttemptResult(status_code=200, error=None, duration_ms=1)
+
+
+def test_run_attempt_sends_one_and_hands_the_others_to_countdowns(limited, published):
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(3)]
+    published.settled().clear()
+    statuses = [run_attempt(delivery_id, 0, sender=Ok()) for delivery_id in ids]
+    assert statuses == ["done", None, None]
+    countdowns = sorted((d.delivery_id, d.attempt_count) for d in published)
+    assert countdowns == sorted((delivery_id, 0) for delivery_id in ids[1:])
+    assert all(0 < d.countdown <= 1.5 for d in published)

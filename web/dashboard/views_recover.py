@@ -1,0 +1,54 @@
+"""Recover in the dashboard: replay a subscription's failed and dead deliveries of a time
+window (webhooks/recover.py, the same function as the API)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from flask import flash, redirect, url_for
+
+from webhooks.config import get_settings
+from webhooks.errors import InvalidWindow
+from webhooks.models import utcnow
+from webhooks.recover import recover
+
+from ..transaction import db_session
+from .blueprint import bp
+from .forms import RecoverForm
+from .views_subscriptions import _ids, _own
+
+log = logging.getLogger("web.dashboard")
+
+
+def _utc(value: dt.datetime | None) -> dt.datetime | None:
+    """A time from the form (UTC, without an offset) as an aware datetime."""
+    return None if value is None else value.replace(tzinfo=dt.timezone.utc)
+
+
+@bp.post("/subscriptions/<subscription_id>/recover")
+def recover_deliveries(subscription_id: str):
+    subscription = _own(subscription_id)
+    page = url_for("dashboard.subscription", subscription_id=subscription.id)
+    form = RecoverForm()
+    if not form.validate():
+        problems = [error for field in (form.since, form.until) for error in field.errors]
+        flash(f"Nothing recovered: {' '.join(problems) or 'enter the window.'}", "error")
+        return redirect(page)
+    settings = get_settings()
+    ids = _ids(subscription)
+    try:
+        # Commits the request's session after each batch (only reads were made so far).
+        recovered = recover(db_session(), subscription.id, _utc(form.since.data),
+                            _utc(form.until.data), now=utcnow(),
+                            batch=settings.recover_batch, limit=settings.recover_max)
+    except InvalidWindow as refused:
+        flash(f"Nothing recovered: {refused}.", "error")
+        return redirect(page)
+    log.info("deliveries recovered in the dashboard", extra=ids)
+    count = recovered.replayed
+    replayed = f"{count} failed or dead deliver{'y' if count == 1 else 'ies'} replayed"
+    more = (" The window holds more: press Recover again to continue." if recovered.more
+            else "")
+    flash(f"{replayed}; a delivery is never replayed twice.{more}", "success")
+    return redirect(page)

@@ -1,0 +1,120 @@
+"""Recover: replay, in bulk, a subscription's failed and dead deliveries of a time window.
+
+After an outage of their endpoint a customer replays what failed meanwhile:
+every ``failed`` or ``dead`` delivery of the subscription created in
+``[since, until)`` that was never replayed (no delivery has ``replay_of``
+pointing at it) gets a replay, as store.replay_row makes one. So a second
+call over the same window replays nothing twice.
+
+It is bounded: the work is done in transactions of ``batch`` deliveries
+(WEBHOOKS_RECOVER_BATCH), each committed before the next begins, up to
+``limit`` deliveries per call (WEBHOOKS_RECOVER_MAX); ``more`` says that the
+window holds more, and calling again continues where this call stopped. The
+replays are parked and due, so the sweep (requested after each commit) sends
+them, however many there are. Concurrent calls for one subscription take
+turns batch by batch (an advisory lock on PostgreSQL; SQLite's BEGIN
+IMMEDIATE already serialises writers), which keeps "never twice" exact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import exists, func, insert, literal, select
+from sqlalchemy.orm import Session
+
+from .errors import InvalidWindow, NotFound
+from .models import Delivery, Subscription
+from .outbox import request_sweep_after_commit
+from .states import REPLAYABLE, STORED_STATUSES, SubscriptionStatus, held_by_pause
+from .store import replay_row
+
+__all__ = ["Recovered", "check_window", "recover"]
+
+_deliveries = Delivery.__table__
+_REPLAYABLE_STORED = tuple(stored for public in REPLAYABLE for stored in STORED_STATUSES[public])
+_LOCK_SEED = 9127  # apart from the claim's turn lock (claim.py)
+
+
+@dataclass(frozen=True)
+class Recovered:
+    """What one call did: how many replays it made, and whether the window holds more."""
+
+    replayed: int
+    more: bool
+
+
+def check_window(since: dt.datetime, until: dt.datetime | None, now: dt.datetime) -> None:
+    """InvalidWindow unless ``since`` is not in the future and not after ``until``."""
+    if since > now:
+        raise InvalidWindow("since is in the future")
+    if until is not None and since > until:
+        raise InvalidWindow("since is after until")
+
+
+def recover(session: Session, subscription_id: str, since: dt.datetime,
+            until: dt.datetime | None, *, now: dt.datetime, batch: int,
+            limit: int) -> Recovered:
+    """Replay the subscription's failed and dead deliveries created in ``[since, until)``
+    (``until`` None: up to ``now``) that were never replayed, oldest first.
+
+    Commits ``session`` after each batch: call it with nothing else uncommitted in it.
+    InvalidWindow for a window :func:`check_window` refuses; NotFound if the
+    subscription does not exist or was deleted.
+    """
+    check_window(since, until, now)
+    # Deliveries created after the call began (its own replays, among others) are not in it.
+    end = now if until is None else min(until, now)
+    replayed = 0
+    while True:
+        size = min(batch, limit - replayed)
+        if size <= 0:  # this call's share is done; the window may hold more
+            return Recovered(replayed, more=_any_left(session, subscription_id, since, end))
+        made = _replay_batch(session, subscription_id, since, end, now, size)
+        session.commit()
+        replayed += made
+        if made < size:
+            return Recovered(replayed, more=False)
+
+
+def _candidates(subscription_id: str, since: dt.datetime, end: dt.datetime):
+    """The failed and dead deliveries of the window never replayed, oldest first."""
+    d, replay = _deliveries, _deliveries.alias("replay")
+    return (
+        select(d.c.id, d.c.account_id, d.c.event_id, d.c.subscription_id, d.c.event_type)
+        .where(d.c.subscription_id == subscription_id, d.c.status.in_(_REPLAYABLE_STORED),
+               d.c.created_at >= since, d.c.created_at < end,
+               ~exists().where(replay.c.replay_of == d.c.id))
+        .order_by(d.c.created_at, d.c.id)
+    )
+
+
+def _replay_batch(session: Session, subscription_id: str, since: dt.datetime,
+                  end: dt.datetime, now: dt.datetime, size: int) -> int:
+    """One transaction's worth: replay up to ``size`` deliveries; returns how many."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(
+            func.hashtextextended(literal(subscription_id), _LOCK_SEED))))
+    subscription = session.execute(
+        select(Subscription.status).where(Subscription.id == subscription_id,
+                                          Subscription.deleted_at.is_(None))
+    ).first()
+    if subscription is None:
+        raise NotFound("subscription not found")
+    paused = subscription.status == SubscriptionStatus.PAUSED.value
+    originals = session.execute(_candidates(subscription_id, since, end).limit(size)).all()
+    if not originals:
+        return 0
+    rows = [replay_row(original, held=paused and held_by_pause(original.event_type),
+                       parked=True, now=now) for original in originals]
+    session.execute(insert(_deliveries), rows)
+    request_sweep_after_commit(session)
+    return len(rows)
+
+
+def _any_left(session: Session, subscription_id: str, since: dt.datetime,
+              end: dt.datetime) -> bool:
+    left = session.execute(_candidates(subscription_id, since, end).limit(1)).first()
+    session.commit()
+    return left is not None
