@@ -207,7 +207,7 @@ def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog
         terminate_backends()  # the request's own connection too: its UPDATE will fail
         return issued[-1]
 
-    monkeypatch.setattr("web.api.subscriptions.new_signing_secret", secret_then_outage)
+    monkeypatch.setattr("webhooks.rotation.new_signing_secret", secret_then_outage)
     response = client.post(f"{API}/subscriptions/{subscription_id}/rotate-secret", headers=caller.headers)
     assert response.status_code == 500
     assert response.get_json() == {"error": {"code": "internal_error",
