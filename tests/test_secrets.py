@@ -189,9 +189,12 @@ def _verifies_only_with(arrival, right, wrong):
         verify(wrong, arrival.body, arrival.signature)
 
 
-def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog, monkeypatch):
-    """The connection dies just before the new secret is written: the request answers 500,
-    and neither the log of that failure nor the body holds the new secret or the key."""
+@pytest.mark.parametrize("body", [None, {"activate_in": 3600}], ids=["at-once", "staged"])
+def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog, monkeypatch,
+                                                        body):
+    """The connection dies just before the new secret is written (at once, or staged): the
+    request answers 500, and neither the log of that failure nor the body holds the new
+    secret or the key."""
     from tests.api.helpers import make_subscription, new_caller
     from web import create_app
     from webhooks.accounts import new_signing_secret
@@ -208,7 +211,8 @@ def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog
         return issued[-1]
 
     monkeypatch.setattr("webhooks.rotation.new_signing_secret", secret_then_outage)
-    response = client.post(f"{API}/subscriptions/{subscription_id}/rotate-secret", headers=caller.headers)
+    response = client.post(f"{API}/subscriptions/{subscription_id}/rotate-secret",
+                           headers=caller.headers, json=body)
     assert response.status_code == 500
     assert response.get_json() == {"error": {"code": "internal_error",
                                              "message": "The server could not complete this request."}}
@@ -219,6 +223,7 @@ def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog
                     {"new signing secret": issued[0], "API key": caller.api_key})
     assert found == [], "secrets in the log of a failed rotation:\n" + "\n".join(found)
     with session_scope() as session:  # nothing was stored: the old secret still signs
-        stored = session.execute(text("SELECT secret FROM subscriptions WHERE id = :s"),
-                                 {"s": subscription_id}).scalar_one()
-    assert stored != issued[0]
+        stored = session.execute(
+            text("SELECT secret, next_secret FROM subscriptions WHERE id = :s"),
+            {"s": subscription_id}).one()
+    assert issued[0] not in stored

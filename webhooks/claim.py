@@ -58,8 +58,9 @@ class Claim:
 
 @dataclass(frozen=True)
 class Caps:
-    """Attempts that may be in flight at once (0: no limit): per subscription, for test.ping
-    per subscription (apart from the others), and per account across its subscriptions."""
+    """Attempts that may be in flight at once (0: no limit): per subscription (unless the
+    subscription sets its own ``max_in_flight``), for test.ping per subscription (apart
+    from the others), and per account across its subscriptions."""
 
     subscription: int = 0
     test: int = 0
@@ -133,9 +134,10 @@ _LOAD_PORTABLE = (select(*_LOADED)
                   .select_from(events.join(subscriptions, subscriptions.c.id == bindparam("sub")))
                   .where(events.c.id == bindparam("event")))
 
-# Claims of one account take turns: under READ COMMITTED
-# two concurrent claims would each count the attempts in flight without the
-# other's, so N threads could overshoot a cap by N - 1. The lock is held until
+# Claims of one account take turns, always (a subscription may have a cap of its
+# own even when the service's are 0): under READ COMMITTED two concurrent claims
+# would each count the attempts in flight without the other's, so N threads
+# could overshoot a cap by N - 1. The lock is held until
 # the claim commits and taken in its own statement, so that the claim's
 # snapshot, taken after it, sees every claim committed before. (SQLite's
 # BEGIN IMMEDIATE already serialises writers.)
