@@ -37,7 +37,8 @@ from webhooks.models import Delivery, DeliveryStatus, Subscription
 
 from .pagination import decode_cursor, encode_cursor, older_than
 
-__all__ = ["PUBLIC_STATUSES", "STORED_STATUSES", "DeliveryFilters", "delivery_page"]
+__all__ = ["PUBLIC_STATUSES", "STORED_STATUSES", "DeliveryFilters", "delivery_page",
+           "owns_subscription"]
 
 #: The statuses the API and the dashboard show and filter on, in lifecycle order.
 PUBLIC_STATUSES = ("pending", "paused", "done", "failed", "dead")
@@ -76,7 +77,7 @@ def delivery_page(
     if filters.cursor:
         created_at, row_id = decode_cursor(filters.cursor)
         conditions.append(older_than(Delivery.created_at, Delivery.id, created_at, row_id))
-    if filters.subscription_id and not _owns_subscription(
+    if filters.subscription_id and not owns_subscription(
         session, account_id, filters.subscription_id
     ):
         return [], None
@@ -98,7 +99,7 @@ def delivery_page(
     return page, next_cursor
 
 
-def _owns_subscription(session: Session, account_id: str, subscription_id: str) -> bool:
+def owns_subscription(session: Session, account_id: str, subscription_id: str) -> bool:
     """True if the subscription (deleted or not: its history stays listed) is the account's."""
     return session.scalar(
         select(Subscription.id).where(
