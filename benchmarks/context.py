@@ -84,6 +84,8 @@ class Sizes:
     history_rounds: int = 3  # rounds of every call, per size
     purge_rows: int = 1_000_000  # rows (events + deliveries + attempts) the purge scenario deletes
     purge_deliveries: int = 20_000  # deliveries drained without, then during, the purge
+    # (interval, seconds per run) of the scheduled purge; 0: the WEBHOOKS_PURGE_* settings
+    purge_pace: tuple[float, float] = (0.0, 0.0)
     cost_deliveries: int = 5_000  # deliveries drained to measure what one costs (--scenarios cost)
 
 

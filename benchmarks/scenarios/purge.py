@@ -5,14 +5,15 @@
    attempts, almost all finished (benchmarks/history_seed.py).
 2. Without purge: ``purge_deliveries`` fresh deliveries are published and
    drained by a service worker with beat.
-3. During purge: the same again while the scheduled purge
-   (``retention.run_scheduled``: batches of WEBHOOKS_PURGE_BATCH, a rest as
-   long as each batch after it) runs back to back in a thread of this
-   process, from before the worker starts until the drain ends: a harder
-   load than the default of at most 10 s per minute. (In service the purge
-   is a task on the workers' queue, so a backlog like this one would hold it
-   back until drained; here it must run meanwhile to be measured.) The old
-   rows deleted meanwhile give the paced purge's rate.
+3. During purge: the same again while the scheduled purge runs in a thread
+   of this process as beat would have it run: ``retention.run_scheduled``
+   (batches of WEBHOOKS_PURGE_BATCH, a rest as long as each batch after it)
+   for WEBHOOKS_PURGE_SECONDS every WEBHOOKS_PURGE_INTERVAL (the defaults,
+   10 s every 60 s, or ``--purge-pace``), from before the worker starts until
+   the drain ends. (In service the purge is a task on the workers' queue, so
+   a backlog like this one would hold it back until drained; here it must
+   run meanwhile to be measured.) The old rows deleted meanwhile give the
+   purge's rate, over the whole drain and over the time its runs worked.
 4. What is left is purged at full speed in this process, as
    ``webhooks db purge`` does, with no worker running: its rate.
 
@@ -61,28 +62,32 @@ def _old_rows(account_id: str) -> dict:
 
 
 class _ScheduledPurge:
-    """The scheduler's purge, run after run, in a thread until stopped or done; when it
-    started and when it found nothing left."""
+    """The scheduler's purge in a thread: a run of WEBHOOKS_PURGE_SECONDS every
+    WEBHOOKS_PURGE_INTERVAL, until stopped or nothing old is left; when it started, when
+    it finished, and how long its runs worked."""
 
-    RUN_SECONDS = 5.0  # each run's budget: the thread notices a stop within this
-
-    def __init__(self):
+    def __init__(self, settings):
+        self.settings = settings
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.started = self.finished = None
+        self.busy_s = 0.0
 
     def _loop(self) -> None:
-        from webhooks.config import get_settings
         from webhooks.db import get_engine
         from webhooks.retention import run_scheduled
 
         self.started = time.time()
         while not self.stop.is_set():
+            began = time.monotonic()
             purged = run_scheduled(get_engine(), retention_days=RETENTION_DAYS,
-                                   batch=get_settings().purge_batch, seconds=self.RUN_SECONDS)
+                                   batch=self.settings.purge_batch,
+                                   seconds=self.settings.purge_seconds)
+            self.busy_s += time.monotonic() - began
             if not purged.rows:
                 self.finished = time.time()  # nothing old is left
                 return
+            self.stop.wait(max(self.settings.purge_interval - (time.monotonic() - began), 0))
 
     def __enter__(self):
         self.thread.start()
@@ -90,7 +95,7 @@ class _ScheduledPurge:
 
     def __exit__(self, *_):
         self.stop.set()
-        self.thread.join(timeout=60)
+        self.thread.join(timeout=120)
 
 
 def _drain(ctx: Context, label: str, history, purging: bool) -> dict:
@@ -100,7 +105,7 @@ def _drain(ctx: Context, label: str, history, purging: bool) -> dict:
     target = seed.make_target(ctx.receiver.url(path), name=f"purge-{label}")
     seed.publish_deliveries(seed.bulk_deliveries(target, n))
     before = _old_rows(history.account_id)
-    purge = _ScheduledPurge() if purging else contextlib.nullcontext()
+    purge = _ScheduledPurge(_pace(ctx)) if purging else contextlib.nullcontext()
     with purge:
         worker, beat = ctx.start_worker_and_beat(ctx.options.scenario_pool, f"purge-{label}",
                                                  WEBHOOKS_RETENTION_DAYS=0)
@@ -112,10 +117,25 @@ def _drain(ctx: Context, label: str, history, purging: bool) -> dict:
             ctx.stop(worker, beat)
     figures = drain_figures(arrivals, n)
     deleted = before["rows"] - after["rows"]
-    figures.update(old_rows_deleted=deleted, old_rows_left=after["rows"], purge_rows_per_s=None)
+    figures.update(old_rows_deleted=deleted, old_rows_left=after["rows"], purge_rows_per_s=None,
+                   purge_busy_rows_per_s=None)
     if purging and purge.started:
         figures["purge_rows_per_s"] = deleted / ((purge.finished or ended) - purge.started)
+        figures["purge_busy_rows_per_s"] = deleted / purge.busy_s if purge.busy_s else None
     return figures
+
+
+def _pace(ctx: Context):
+    """The scheduler's settings, as the workers would read them (``--purge-pace`` may
+    override the interval and the seconds of each run)."""
+    import dataclasses
+
+    from webhooks.config import get_settings
+
+    interval, seconds = ctx.sizes.purge_pace
+    settings = get_settings()
+    return dataclasses.replace(settings, purge_interval=interval or settings.purge_interval,
+                               purge_seconds=seconds or settings.purge_seconds)
 
 
 def _full_speed(history) -> dict:
@@ -156,6 +176,11 @@ def run(ctx: Context) -> dict:
     result["during_rate_per_s"] = summarise(p["during"]["rate_per_s"] for p in pairs)
     result["ratio"] = summarise(_ratio(p) for p in pairs)
     result["paced_rows_per_s"] = summarise(p["during"]["purge_rows_per_s"] for p in pairs)
+    result["paced_busy_rows_per_s"] = summarise(p["during"]["purge_busy_rows_per_s"]
+                                                for p in pairs)
+    pace = _pace(ctx)
+    result["pace"] = {"interval_s": pace.purge_interval, "run_s": pace.purge_seconds,
+                      "batch": pace.purge_batch}
     result["full_speed"] = _full_speed(history)
     result["load_at_end"] = list(os.getloadavg())
     ctx.results["purge"] = result
@@ -176,6 +201,8 @@ def rows(results: dict) -> list[Row]:
         Row("purge", "deliveries/s without purge", r["without_rate_per_s"], "/s"),
         Row("purge", "deliveries/s during purge", r["during_rate_per_s"], "/s"),
         Row("purge", "ratio during / without", r["ratio"], "x", f">= {TARGET_RATIO}"),
-        Row("purge", "paced purge (scheduler) rows/s", r["paced_rows_per_s"], "/s"),
+        Row("purge", f"scheduled purge rows/s ({r['pace']['run_s']:g} s every "
+                     f"{r['pace']['interval_s']:g} s)", r["paced_rows_per_s"], "/s"),
+        Row("purge", "scheduled purge rows/s while a run works", r["paced_busy_rows_per_s"], "/s"),
         Row("purge", "full-speed purge rows/s", r["full_speed"]["rows_per_s"], "/s"),
     ]
