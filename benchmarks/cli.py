@@ -49,6 +49,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="events seeded for the history scenario (2000000)")
     parser.add_argument("--purge-rows", type=int,
                         help="rows the purge scenario seeds and deletes (1000000)")
+    parser.add_argument("--purge-pace", metavar="INTERVAL,SECONDS",
+                        help="the purge scenario's schedule: a run of SECONDS every INTERVAL "
+                             "(default: WEBHOOKS_PURGE_INTERVAL, WEBHOOKS_PURGE_SECONDS: 60,10)")
     parser.add_argument("--rate", type=float,
                         help="events/s for latency and isolation (default: half the measured "
                              "throughput of the scenario pool)")
@@ -78,6 +81,7 @@ def build_options(args: argparse.Namespace):
         backlog_countdown_fraction=args.backlog_countdown_fraction, backlog_wait=args.backlog_wait,
         latency_seconds=args.latency_seconds, isolation_seconds=args.isolation_seconds,
         history_events=args.events, purge_rows=args.purge_rows,
+        purge_pace=_pace(args.purge_pace),
     )
     return Options(
         database_url=os.environ["WEBHOOKS_DATABASE_URL"],
@@ -92,6 +96,19 @@ def build_options(args: argparse.Namespace):
         output=Path(args.output),
         rate=args.rate,
     )
+
+
+def _pace(text: str | None) -> tuple[float, float] | None:
+    """``--purge-pace 60,10`` as (60.0, 10.0); None when not given."""
+    if not text:
+        return None
+    try:
+        interval, seconds = (float(part) for part in text.split(","))
+    except ValueError:
+        raise SystemExit(f"--purge-pace is INTERVAL,SECONDS such as 60,10, got {text!r}") from None
+    if interval <= 0 or not 0 < seconds <= interval:
+        raise SystemExit(f"--purge-pace needs 0 < SECONDS <= INTERVAL, got {text!r}")
+    return interval, seconds
 
 
 def run_scenarios(ctx, save) -> list[str]:

@@ -80,9 +80,12 @@ class Sizes:
     sweep_interval: float = 1.0  # WEBHOOKS_SWEEP_INTERVAL where a scenario runs beat
     history_events: int = 2_000_000  # events (one delivery each) seeded for the history scenario
     history_small: int = 10_000  # the size the same calls are timed at first
-    history_repeats: int = 25  # timed calls of each kind, per size
+    history_repeats: int = 25  # timed calls of each kind, per round
+    history_rounds: int = 3  # rounds of every call, per size
     purge_rows: int = 1_000_000  # rows (events + deliveries + attempts) the purge scenario deletes
     purge_deliveries: int = 20_000  # deliveries drained without, then during, the purge
+    # (interval, seconds per run) of the scheduled purge; 0: the WEBHOOKS_PURGE_* settings
+    purge_pace: tuple[float, float] = (0.0, 0.0)
     cost_deliveries: int = 5_000  # deliveries drained to measure what one costs (--scenarios cost)
 
 
@@ -93,6 +96,7 @@ QUICK = Sizes(
     backlog_deliveries=1_000, backlog_wait=40.0, backlog_measure_seconds=2.0,
     backlog_fresh_rate=20.0, punctuality_deliveries=3, punctuality_ladder=(1, 2),
     punctuality_countdown_limit=1, history_events=3_000, history_small=1_000, history_repeats=3,
+    history_rounds=1,
     purge_rows=3_000, purge_deliveries=200, cost_deliveries=100,
 )
 

@@ -99,5 +99,7 @@ def _assert_history_and_purge(scenarios: dict) -> None:
     assert all(plan["plan"] for plans in history["plans"].values() for plan in plans)
     purge = scenarios["purge"]
     assert purge["old"]["rows"] > 0
-    assert purge["without"]["rate_per_s"] and purge["during"]["rate_per_s"]
-    assert purge["during"]["old_rows_deleted"] + purge["full_speed"]["rows"] >= purge["old"]["rows"]
+    _assert_summary(purge["ratio"], "purge.ratio")
+    (pair,) = purge["pairs"]
+    assert pair["without"]["rate_per_s"] and pair["during"]["rate_per_s"]
+    assert pair["during"]["old_rows_deleted"] + purge["full_speed"]["rows"] >= purge["old"]["rows"]

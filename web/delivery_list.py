@@ -38,7 +38,8 @@ from webhooks.states import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-
 
 from .pagination import decode_cursor, encode_cursor, older_than
 
-__all__ = ["PUBLIC_STATUSES", "STORED_STATUSES", "DeliveryFilters", "delivery_page"]
+__all__ = ["PUBLIC_STATUSES", "STORED_STATUSES", "DeliveryFilters", "delivery_page",
+           "owns_subscription"]
 
 _EVERY_STATUS = tuple(status.value for status in DeliveryStatus)
 
@@ -66,7 +67,7 @@ def delivery_page(
     if filters.cursor:
         created_at, row_id = decode_cursor(filters.cursor)
         conditions.append(older_than(Delivery.created_at, Delivery.id, created_at, row_id))
-    if filters.subscription_id and not _owns_subscription(
+    if filters.subscription_id and not owns_subscription(
         session, account_id, filters.subscription_id
     ):
         return [], None
@@ -88,7 +89,7 @@ def delivery_page(
     return page, next_cursor
 
 
-def _owns_subscription(session: Session, account_id: str, subscription_id: str) -> bool:
+def owns_subscription(session: Session, account_id: str, subscription_id: str) -> bool:
     """True if the subscription (deleted or not: its history stays listed) is the account's."""
     return session.scalar(
         select(Subscription.id).where(

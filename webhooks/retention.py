@@ -186,7 +186,8 @@ def _delivery_batch(connection: Connection, account_id: str, status: str,
     ).rowcount
     replays = sum(1 for row in gone if row.replay_of is not None)
     done = Purged(events=events, deliveries=len(gone), attempts=attempts)
-    return done, True, (rows[-1].created_at, rows[-1].id), replays
+    # A short batch was the last (rows another purge holds are that purge's).
+    return done, len(rows) == batch, (rows[-1].created_at, rows[-1].id), replays
 
 
 def _event_batch(connection: Connection, account_id: str, _status, cutoff: dt.datetime,
@@ -208,7 +209,7 @@ def _event_batch(connection: Connection, account_id: str, _status, cutoff: dt.da
         delete(Event).where(Event.id.in_([row.id for row in rows]),
                             ~exists().where(Delivery.event_id == Event.id))
     ).rowcount
-    return Purged(events=events), True, (rows[-1].created_at, rows[-1].id), 0
+    return Purged(events=events), len(rows) == batch, (rows[-1].created_at, rows[-1].id), 0
 
 
 def _hour_batch(connection: Connection, account_id: str, _status, cutoff: dt.datetime,

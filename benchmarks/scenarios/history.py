@@ -3,8 +3,9 @@
 One account's history is seeded by set-based SQL (benchmarks/history_seed.py):
 first ``history_small`` events (10,000), then up to ``history_events``
 (2,000,000), each time followed by the rollup recount and VACUUM ANALYZE.
-At both sizes the same calls are timed (median and p95 of
-``history_repeats`` calls after three untimed ones, warm cache): the writes
+At both sizes the same calls are timed (the median of ``history_rounds``
+rounds' medians, each round ``history_repeats`` calls after three untimed
+ones, warm cache): the writes
 of one delivery (emit, claim + record, the sweep), the dashboard's queries
 and whole pages, the API's delivery list with each filter (and a page far
 down), and the /metrics exposition. At the large size each read's SQL is
@@ -20,6 +21,7 @@ import os
 from .. import history_seed, services
 from ..context import Context
 from ..plans import explain, statements_of, timed_ms
+from ..stats import median
 from . import Row
 
 TARGET_MS = 50.0  # every call at the large size, median
@@ -124,16 +126,30 @@ def _deep_cursor(client, path: str, headers: dict, pages_down: int) -> str:
     return cursor
 
 
-def _measure(ctx: Context, history, repeats: int, with_plans: bool) -> tuple[dict, dict]:
+def _measure(ctx: Context, history, with_plans: bool) -> tuple[dict, dict]:
+    """Every call timed in ``history_rounds`` rounds; per call the median of the rounds' medians.
+
+    Rounds, one after the other, make a figure less hostage to a moment when
+    others load the shared machine.
+    """
     from webhooks.db import get_engine
 
-    timings, plans = {}, {}
-    for name, (call, is_read) in _calls(history, repeats).items():
-        timings[name] = timed_ms(call, repeats, WARMUP)
-        if with_plans and is_read:
-            plans[name] = explain(get_engine(), statements_of(get_engine(), call))
-        print(f"  {name}: {timings[name]['median_ms']} ms", flush=True)
-    services.flush_broker(ctx.options.broker_url)
+    sizes = ctx.sizes
+    rounds: dict[str, list[dict]] = {}
+    plans = {}
+    for number in range(sizes.history_rounds):
+        for name, (call, is_read) in _calls(history, sizes.history_repeats).items():
+            rounds.setdefault(name, []).append(timed_ms(call, sizes.history_repeats, WARMUP))
+            if with_plans and is_read and number == 0:
+                plans[name] = explain(get_engine(), statements_of(get_engine(), call))
+        services.flush_broker(ctx.options.broker_url)
+    timings = {}
+    for name, runs in rounds.items():
+        medians = [run["median_ms"] for run in runs]
+        timings[name] = {"median_ms": round(median(medians), 2), "min_ms": min(medians),
+                         "max_ms": max(medians), "p95_ms": round(median(r["p95_ms"] for r in runs), 2),
+                         "rounds": medians}
+        print(f"  {name}: {timings[name]['median_ms']} ms (rounds {medians})", flush=True)
     return timings, plans
 
 
@@ -147,12 +163,12 @@ def run(ctx: Context) -> dict:
     result["small_seed"] = {"seed_s": round(seeded, 2), **history_seed.finish(ctx.options.database_url),
                             **history_seed.database_size()}
     print(f"  seeded {small} events in {seeded:.1f} s", flush=True)
-    result["small"], _ = _measure(ctx, history, sizes.history_repeats, with_plans=False)
+    result["small"], _ = _measure(ctx, history, with_plans=False)
     seeded = history_seed.seed_events(history, large - small)
     result["seed"] = {"seed_s": round(seeded, 2), **history_seed.finish(ctx.options.database_url),
                       **history_seed.database_size()}
     print(f"  seeded {large - small} more events in {seeded:.1f} s: {result['seed']}", flush=True)
-    result["large"], result["plans"] = _measure(ctx, history, sizes.history_repeats, with_plans=True)
+    result["large"], result["plans"] = _measure(ctx, history, with_plans=True)
     result["load_at_end"] = list(os.getloadavg())
     ctx.results["history"] = result
     return result

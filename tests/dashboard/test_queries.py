@@ -77,8 +77,10 @@ def test_status_counts_take_finished_deliveries_from_the_rollup_and_count_waitin
     with session_scope() as session:
         counts = queries.status_counts(session, account_id, since)
         only = queries.status_counts(session, account_id, since, subscription.id)
+        foreign_subscription = queries.status_counts(session, other_id, since, subscription.id)
     assert counts == {"pending": 1, "paused": 1, "done": 1, "failed": 0, "dead": 1}
     assert only == counts
+    assert foreign_subscription == {"pending": 0, "paused": 0, "done": 0, "failed": 0, "dead": 0}
 
     monkeypatch.setattr(queries, "COUNT_CAP", 0)  # waiting ones are counted up to the cap + 1
     set_delivery(done, status="pending")

@@ -19,7 +19,7 @@ from webhooks.rollup import floor_hour
 from .. import delivery_list
 from webhooks.states import PUBLIC_STATUSES, STORED_STATUSES, public_status
 
-from ..delivery_list import DeliveryFilters
+from ..delivery_list import DeliveryFilters, owns_subscription
 from ..pagination import keyset_page
 from ..params import canonical_id
 
@@ -185,12 +185,20 @@ def hourly_outcomes(
 
 def _waiting(session: Session, account_id: str, stored: tuple[str, ...],
              subscription_id: str | None) -> int:
-    """Deliveries in these stored statuses now, counted up to COUNT_CAP + 1."""
-    waiting = select(Delivery.id).where(Delivery.account_id == account_id,
-                                        Delivery.status.in_(stored))
-    if subscription_id is not None:
-        waiting = waiting.where(Delivery.subscription_id == subscription_id)
-    return session.scalar(select(func.count()).select_from(waiting.limit(COUNT_CAP + 1).subquery()))
+    """Deliveries in these stored statuses now, counted up to COUNT_CAP + 1.
+
+    Each count reads one index only (ix_deliveries_by_account, or
+    ix_deliveries_by_subscription once the subscription is known to be the
+    account's: an account_id test there would read every row's heap page).
+    """
+    if subscription_id is None:
+        waiting = select(Delivery.id).where(Delivery.account_id == account_id)
+    elif owns_subscription(session, account_id, subscription_id):
+        waiting = select(Delivery.id).where(Delivery.subscription_id == subscription_id)
+    else:
+        return 0
+    waiting = waiting.where(Delivery.status.in_(stored)).limit(COUNT_CAP + 1)
+    return session.scalar(select(func.count()).select_from(waiting.subquery()))
 
 
 def status_counts(
