@@ -148,7 +148,7 @@ def _store(
         unpausable = not held_by_pause(event_type)
         held = status == SubscriptionStatus.PAUSED.value and not unpausable
         # Deliveries already wait for a free slot of this subscription (its
-        # endpoint is slow or hanging, attempts.py): this one queues behind
+        # endpoint is slow or hanging, claim.py): this one queues behind
         # them without a broker message, instead of being turned away by a claim.
         queued = has_waiting and not held and not unpausable
         rows.append(dict(

@@ -174,7 +174,8 @@ class Delivery(Base):
             postgresql_where=text("replay_of IS NOT NULL"),
             sqlite_where=text("replay_of IS NOT NULL"),
         ),
-        # Deliveries waiting for a free slot of their subscription (attempts.py), oldest first.
+        # Deliveries waiting for a free slot of their subscription, oldest first (claim.py,
+        # record.py).
         Index(
             "ix_deliveries_waiting",
             "subscription_id",

@@ -4,7 +4,7 @@ Messages carry only ``(delivery_id, attempt_count)``; the database holds the
 rest. Publishing never raises: a broker that is down costs the caller at most
 about ``WEBHOOKS_PUBLISH_TIMEOUT`` seconds once, then publishing is skipped
 for ``BROKER_DOWN_BACKOFF_S`` seconds, and the returned failures are parked
-for the sweep by the caller (see dispatch.py).
+for the sweep by the caller (see outbox.py).
 """
 
 from __future__ import annotations
