@@ -2,11 +2,14 @@
 
 The same set-up as test_browser.py (headless Chromium through Playwright, the
 app on a real WSGI server, a real worker with beat, a real local receiver).
-Each step saves a screenshot under docs/screenshots/, where the docs show them.
+Each step saves a screenshot under artifacts/screenshots/, or under
+docs/screenshots/ (where the docs show them) when WEBHOOKS_DOCS_SCREENSHOTS=1:
+a test run does not rewrite tracked files unless asked to.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -26,7 +29,9 @@ from webhooks.signing import InvalidSignature, verify
 
 pytestmark = pytest.mark.integration
 
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+_ROOT = Path(__file__).resolve().parents[2]
+SCREENSHOTS = _ROOT / ("docs" if os.environ.get("WEBHOOKS_DOCS_SCREENSHOTS") == "1"
+                       else "artifacts") / "screenshots"
 
 
 def shoot(page, name: str) -> None:
