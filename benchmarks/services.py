@@ -17,7 +17,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 __all__ = [
-    "exclusive_run", "check_targets", "ensure_database", "truncate_tables", "analyse",
+    "exclusive_run", "check_targets", "ensure_database", "drop_database", "truncate_tables",
+    "analyse",
     "flush_broker", "broker_memory", "broker_queue_lengths", "server_versions",
 ]
 
@@ -80,6 +81,20 @@ def ensure_database(database_url: str) -> None:
     from webhooks.migrate import upgrade
 
     upgrade(database_url)
+
+
+def drop_database(database_url: str) -> None:
+    """Drop a database the benchmark made for itself (its connections are closed first)."""
+    from webhooks.db import dispose_engine
+
+    dispose_engine()
+    url = make_url(database_url)
+    admin = sqlalchemy.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{url.database}" WITH (FORCE)')
+    finally:
+        admin.dispose()
 
 
 def truncate_tables(database_url: str) -> None:

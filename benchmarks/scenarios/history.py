@@ -1,11 +1,13 @@
 """Scenario 8: a year's worth of history. Do the calls of one request stay as fast?
 
-One account's history is seeded by set-based SQL (benchmarks/history_seed.py):
-first ``history_small`` events (10,000), then up to ``history_events``
-(2,000,000), each time followed by the rollup recount and VACUUM ANALYZE.
-At both sizes the same calls are timed (the median of ``history_rounds``
-rounds' medians, each round ``history_repeats`` calls after three untimed
-ones, warm cache): the writes
+One account's history is seeded by set-based SQL (benchmarks/history_seed.py)
+twice: ``history_small`` events (10,000) in a database of its own beside the
+benchmark's (``<name>_small``, dropped at the end), and ``history_events``
+(2,000,000) in the benchmark's, each followed by the rollup recount and
+VACUUM ANALYZE. At both sizes the same calls are timed, the sizes taking
+turns round after round (the median of ``history_rounds`` rounds' medians,
+each round ``history_repeats`` calls after three untimed ones, warm
+cache): the writes
 of one delivery (emit, claim + record, the sweep), the dashboard's queries
 and whole pages, the API's delivery list with each filter (and a page far
 down), and the /metrics exposition. At the large size each read's SQL is
@@ -16,6 +18,7 @@ No worker runs; what emit publishes is flushed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from .. import history_seed, services
@@ -108,7 +111,7 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
             get(api, f"{api_list}?status=pending", headers=headers), True),
         "GET /deliveries?event_type": (
             get(api, f"{api_list}?event_type={history_seed.TYPES[3]}", headers=headers), True),
-        "GET /deliveries, page 21": (get(api, f"{api_list}?cursor={deep}", headers=headers), True),
+        "GET /deliveries, page 21": (get(api, f"{api_list}{deep}", headers=headers), True),
         "/metrics exposition": (lambda: generate_latest(registry), True),
         "page /dashboard/": (get(pages, "/dashboard/"), True),
         "page /dashboard/subscriptions/<id>": (get(pages, f"/dashboard/subscriptions/{first}"), True),
@@ -118,60 +121,113 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
 
 
 def _deep_cursor(client, path: str, headers: dict, pages_down: int) -> str:
-    """The cursor of the page ``pages_down`` pages below the newest (default page size)."""
+    """The query string of the page ``pages_down`` pages below the newest (default page size),
+    or of the last page when there are fewer."""
     cursor = None
     for _ in range(pages_down):
         query = f"?cursor={cursor}" if cursor else ""
-        cursor = client.get(path + query, headers=headers).get_json()["next_cursor"]
-    return cursor
+        following = client.get(path + query, headers=headers).get_json()["next_cursor"]
+        if following is None:
+            break
+        cursor = following
+    return f"?cursor={cursor}" if cursor else ""
 
 
-def _measure(ctx: Context, history, with_plans: bool) -> tuple[dict, dict]:
-    """Every call timed in ``history_rounds`` rounds; per call the median of the rounds' medians.
+@contextlib.contextmanager
+def _using(database_url: str):
+    """The service's code (settings, engines, the app) pointed at ``database_url`` for a while."""
+    from webhooks.config import reset_settings_cache
 
-    Rounds, one after the other, make a figure less hostage to a moment when
-    others load the shared machine.
+    before = os.environ["WEBHOOKS_DATABASE_URL"]
+    os.environ["WEBHOOKS_DATABASE_URL"] = database_url
+    reset_settings_cache()
+    try:
+        yield
+    finally:
+        os.environ["WEBHOOKS_DATABASE_URL"] = before
+        reset_settings_cache()
+
+
+def _seeded(ctx: Context, url: str, events: int) -> tuple[history_seed.History, dict]:
+    """An emptied database at ``url`` holding ``events`` events of history; what it took."""
+    with _using(url):
+        services.truncate_tables(url)
+        history = history_seed.make_history(ctx.receiver.url("/history"))
+        seeded = history_seed.seed_events(history, events)
+        figures = {"seed_s": round(seeded, 2), **history_seed.finish(url),
+                   **history_seed.database_size()}
+    print(f"  seeded {events} events in {seeded:.1f} s: {figures}", flush=True)
+    return history, figures
+
+
+def _measure(ctx: Context, sized: dict) -> tuple[dict, dict]:
+    """Every call at each size, round after round, the sizes taking turns in each round.
+
+    ``sized``: {label: (database url, history)}. Taking turns puts the
+    moments when others load the shared machine on both sizes alike; per
+    call and size the median of the rounds' medians is kept. The plans are
+    those of the first round.
     """
     from webhooks.db import get_engine
 
     sizes = ctx.sizes
-    rounds: dict[str, list[dict]] = {}
-    plans = {}
+    rounds: dict[str, dict[str, list[dict]]] = {label: {} for label in sized}
+    plans: dict[str, list] = {}
     for number in range(sizes.history_rounds):
-        for name, (call, is_read) in _calls(history, sizes.history_repeats).items():
-            rounds.setdefault(name, []).append(timed_ms(call, sizes.history_repeats, WARMUP))
-            if with_plans and is_read and number == 0:
-                plans[name] = explain(get_engine(), statements_of(get_engine(), call))
-        services.flush_broker(ctx.options.broker_url)
+        for label, (url, history) in sized.items():
+            with _using(url):
+                for name, (call, is_read) in _calls(history, sizes.history_repeats).items():
+                    rounds[label].setdefault(name, []).append(
+                        timed_ms(call, sizes.history_repeats, WARMUP))
+                    if label == "large" and is_read and number == 0:
+                        plans[name] = explain(get_engine(), statements_of(get_engine(), call))
+            services.flush_broker(ctx.options.broker_url)
+        print(f"  round {number + 1} done", flush=True)
+    return {label: _summary(runs) for label, runs in rounds.items()}, plans
+
+
+def _summary(runs: dict[str, list[dict]]) -> dict:
     timings = {}
-    for name, runs in rounds.items():
-        medians = [run["median_ms"] for run in runs]
+    for name, measured in runs.items():
+        medians = [run["median_ms"] for run in measured]
         timings[name] = {"median_ms": round(median(medians), 2), "min_ms": min(medians),
-                         "max_ms": max(medians), "p95_ms": round(median(r["p95_ms"] for r in runs), 2),
+                         "max_ms": max(medians),
+                         "p95_ms": round(median(r["p95_ms"] for r in measured), 2),
                          "rounds": medians}
-        print(f"  {name}: {timings[name]['median_ms']} ms (rounds {medians})", flush=True)
-    return timings, plans
+    return timings
 
 
 def run(ctx: Context) -> dict:
     sizes = ctx.sizes
     small, large = min(sizes.history_small, sizes.history_events), sizes.history_events
     ctx.reset()
-    history = history_seed.make_history(ctx.receiver.url("/history"))
+    small_url = _sibling(ctx.options.database_url)
+    services.ensure_database(small_url)
     result: dict = {"small_events": small, "events": large, "load_at_start": list(os.getloadavg())}
-    seeded = history_seed.seed_events(history, small)
-    result["small_seed"] = {"seed_s": round(seeded, 2), **history_seed.finish(ctx.options.database_url),
-                            **history_seed.database_size()}
-    print(f"  seeded {small} events in {seeded:.1f} s", flush=True)
-    result["small"], _ = _measure(ctx, history, with_plans=False)
-    seeded = history_seed.seed_events(history, large - small)
-    result["seed"] = {"seed_s": round(seeded, 2), **history_seed.finish(ctx.options.database_url),
-                      **history_seed.database_size()}
-    print(f"  seeded {large - small} more events in {seeded:.1f} s: {result['seed']}", flush=True)
-    result["large"], result["plans"] = _measure(ctx, history, with_plans=True)
+    try:
+        small_history, result["small_seed"] = _seeded(ctx, small_url, small)
+        large_history, result["seed"] = _seeded(ctx, ctx.options.database_url, large)
+        timings, result["plans"] = _measure(ctx, {
+            "small": (small_url, small_history),
+            "large": (ctx.options.database_url, large_history),
+        })
+    finally:
+        services.drop_database(small_url)
+    result.update(small=timings["small"], large=timings["large"])
+    for name in result["large"]:
+        print(f"  {name}: {result['small'][name]['median_ms']} ms at {small}, "
+              f"{result['large'][name]['median_ms']} ms at {large}", flush=True)
     result["load_at_end"] = list(os.getloadavg())
     ctx.results["history"] = result
     return result
+
+
+def _sibling(database_url: str) -> str:
+    """The URL of the small size's own database, beside the benchmark's."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(database_url)
+    return url.set(database=f"{url.database}_small").render_as_string(hide_password=False)
 
 
 def rows(results: dict) -> list[Row]:

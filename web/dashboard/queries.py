@@ -42,8 +42,9 @@ __all__ = [
     "COUNT_CAP",
 ]
 
-# Waiting deliveries are counted up to this many; the page shows more as "10000+".
-COUNT_CAP = 10_000
+# Waiting deliveries are counted up to this many; the page shows more as "1000+" (the
+# count reads that many index entries at most; /metrics has the exact backlog).
+COUNT_CAP = 1_000
 # A finished delivery's last attempt has this outcome (webhooks.policy.Outcome).
 _FINAL_OUTCOMES = {"success": "done", "permanent_failure": "failed", "dead": "dead"}
 

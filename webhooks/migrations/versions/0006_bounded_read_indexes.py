@@ -12,8 +12,10 @@
 
 CREATE INDEX blocks writes to its table while it builds; docs/scaling.md
 gives the time on 2 million deliveries. On a large live table, create them
-beforehand with CREATE INDEX CONCURRENTLY under the same names; this
-migration then only drops the old ones.
+beforehand with CREATE INDEX CONCURRENTLY under the same names
+(ix_deliveries_by_subscription, ix_deliveries_by_account,
+ix_deliveries_by_type, ix_deliveries_replay_of, ix_events_account_created;
+columns as below); this migration then only drops the old ones.
 
 Revision ID: 0006
 Revises: 0005
