@@ -15,6 +15,8 @@ import pytest
 
 from tests.support.stack import wait_until
 
+from tests.test_metrics_health import app  # noqa: F401 - the same app fixture
+
 pytestmark = pytest.mark.database
 
 
@@ -43,17 +45,6 @@ class SilentServer:
 
 def healthz_threads() -> int:
     return sum(t.name.startswith("healthz") for t in threading.enumerate())
-
-
-@pytest.fixture
-def app(db, redis_broker, tmp_path, monkeypatch):
-    from webhooks.config import reset_settings_cache
-
-    monkeypatch.setenv("WEBHOOKS_DATA_DIR", str(tmp_path))
-    reset_settings_cache()
-    from web import create_app
-
-    return create_app({"TESTING": True})
 
 
 @pytest.fixture
