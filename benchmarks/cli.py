@@ -30,7 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="tiny sizes and 1 repeat: the seconds-long smoke run CI uses")
     parser.add_argument("--scenarios", default=",".join(ORDER),
                         help=f"comma-separated, from: {', '.join(ALL)} (default: all but "
-                             "cost)")
+                             "cost and profile)")
     parser.add_argument("--repeats", type=int, help="runs per scenario (default 3; 1 with --quick)")
     parser.add_argument("--pools", help="pools for ceiling and throughput, e.g. "
                         f"prefork:2,prefork:4,threads:16 (default {DEFAULT_POOLS}; "

@@ -14,7 +14,7 @@ __all__ = ["Row", "ORDER", "OPTIONAL", "ALL", "module_for"]
 ORDER = ["ceiling", "throughput", "emit", "latency", "isolation", "backlog", "punctuality",
          "history", "purge"]
 # Run only when named with --scenarios.
-OPTIONAL = ["cost"]
+OPTIONAL = ["cost", "profile"]
 ALL = ORDER + OPTIONAL
 
 
