@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from .config import Settings
 from .models import Delivery, Event, Subscription, UTCDateTime
-from .prepared import PreparedStatement
+from .prepared import PreparedStatement, execute_together
 from .rotation import signing_secret
 from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 
@@ -158,8 +158,9 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
               "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account}
     if connection.dialect.name == "postgresql":
         # Always: even with the service's caps at 0, a subscription may have its own.
-        _TURN_PG.execute(connection, {"d_id": delivery_id})
-        rows = _CLAIM_PG.execute(connection, params)
+        # One round trip: [BEGIN;] the turn; the claim (each with its own snapshot).
+        rows = execute_together(
+            connection, [(_TURN_PG, {"d_id": delivery_id}), (_CLAIM_PG, params)], begin=True)
         row = rows[0] if rows else None
     else:
         row = _claim_portable(connection, params)

@@ -58,6 +58,9 @@ class Settings:
     log_level: str = "INFO"
     db_pool_size: int = 5  # PostgreSQL connections each process keeps
     db_max_overflow: int = 10  # and may open beyond them at a peak
+    # Claims and records of attempts commit without waiting for the WAL flush
+    # (PostgreSQL's synchronous_commit = off); emit_event and the API never do.
+    durable_attempts: bool = False
     ca_bundle: str | None = None  # None: certifi's bundle
     # Rate limits in the notation of the ``limits`` library ("100 per second",
     # "5 per 5 seconds; 60 per hour"), counted over a moving window; None: no limit.
@@ -153,6 +156,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         db_pool_size=positive_number(env, "WEBHOOKS_DB_POOL_SIZE", 5, integer=True),
         db_max_overflow=positive_number(
             env, "WEBHOOKS_DB_MAX_OVERFLOW", 10, integer=True, allow_zero=True),
+        durable_attempts=boolean(env, "WEBHOOKS_DURABLE_ATTEMPTS", False),
         ca_bundle=ca_bundle(env),
         api_rate_limit=rate_limit(env, "WEBHOOKS_API_RATE_LIMIT", Settings.api_rate_limit),
         test_rate_limit=rate_limit(env, "WEBHOOKS_TEST_RATE_LIMIT", Settings.test_rate_limit),

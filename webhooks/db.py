@@ -12,19 +12,22 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
+from psycopg2.extensions import TRANSACTION_STATUS_IDLE
 from sqlalchemy import create_engine, event
-from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 from .config import get_settings
 from .datadir import create_private_file, private_dir
 
-__all__ = ["make_engine", "get_engine", "get_sessionmaker", "session_scope", "dispose_engine"]
+__all__ = ["make_engine", "get_engine", "get_attempt_engine", "attempt_transaction",
+           "in_autocommit", "get_sessionmaker", "session_scope", "dispose_engine"]
 
 SQLITE_BUSY_TIMEOUT_S = 30
 
 _lock = threading.Lock()
-_cache: dict[tuple[int, str, bool], tuple[Engine, sessionmaker]] = {}
+# (process id, url, kind) -> engine; kind: "checked" (pre-ping), "unchecked", "attempts"
+_cache: dict[tuple[int, str, str], tuple[Engine, sessionmaker]] = {}
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -63,12 +66,13 @@ def _prepare_sqlite_file(database: str) -> None:
     create_private_file(path)
 
 
-def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
+def make_engine(url: str, *, pre_ping: bool = True, attempts: bool = False) -> Engine:
     """A new engine for ``url`` with the settings this service needs.
 
     ``pre_ping=False`` is for callers that handle a dropped connection
     themselves (the delivery hot path retries once): it saves a round trip
-    each time a connection is taken from the pool.
+    each time a connection is taken from the pool. ``attempts=True`` is the
+    engine of the claims and records of attempts (see get_attempt_engine).
     """
     parsed = make_url(url)
     settings = get_settings()
@@ -88,22 +92,36 @@ def make_engine(url: str, *, pre_ping: bool = True) -> Engine:
     # in the text of a database error, which is logged.
     return create_engine(
         url,
-        pool_pre_ping=pre_ping,
+        pool_pre_ping=pre_ping and not attempts,
         hide_parameters=True,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
+        **(_attempt_options(settings.durable_attempts) if attempts else {}),
     )
 
 
-def _entry(url: str | None = None, pre_ping: bool = True) -> tuple[Engine, sessionmaker]:
+def _attempt_options(durable: bool) -> dict:
+    """Autocommit, so that a transaction's BEGIN rides in the same round trip as its first
+    statement (prepared.py); commits that do not wait for the WAL flush unless ``durable``."""
+    options = {"isolation_level": "AUTOCOMMIT"}
+    if not durable:
+        options["connect_args"] = {"options": "-c synchronous_commit=off"}
+    return options
+
+
+def _entry(url: str | None = None, pre_ping: bool = True,
+           attempts: bool = False) -> tuple[Engine, sessionmaker]:
     url = url or get_settings().database_url
-    key = (os.getpid(), url, pre_ping)
+    if attempts and make_url(url).get_backend_name() != "postgresql":
+        attempts = False  # SQLite: one writer at a time; nothing to gain
+    kind = "attempts" if attempts else "checked" if pre_ping else "unchecked"
+    key = (os.getpid(), url, kind)
     entry = _cache.get(key)
     if entry is None:
         with _lock:
             entry = _cache.get(key)
             if entry is None:
-                engine = make_engine(url, pre_ping=pre_ping)
+                engine = make_engine(url, pre_ping=pre_ping, attempts=attempts)
                 entry = (engine, sessionmaker(engine, expire_on_commit=False))
                 _cache[key] = entry
     return entry
@@ -116,6 +134,68 @@ def get_engine(url: str | None = None, *, pre_ping: bool = True) -> Engine:
     when taken; see make_engine.
     """
     return _entry(url, pre_ping)[0]
+
+
+def get_attempt_engine(url: str | None = None) -> Engine:
+    """This process's engine for the claims and records of attempts (delivery.py).
+
+    On PostgreSQL its connections are in autocommit mode: a transaction is
+    opened by a ``BEGIN`` sent with its first statement and closed by the
+    caller (``delivery._in_transaction``), which saves two round trips per
+    transaction. Unless ``WEBHOOKS_DURABLE_ATTEMPTS`` is set their commits do
+    not wait for the WAL to reach the disk: a database crash can lose the
+    last few hundred milliseconds of claims and records, which costs a
+    repeated attempt (the sweep sends the delivery again), never a delivery
+    (docs/reliability.md, "Commits of attempts"). No pre-ping: the hot path
+    retries a dropped connection once. Elsewhere: the engine without pre-ping.
+    """
+    return _entry(url, False, attempts=True)[0]
+
+
+def in_autocommit(connection: Connection) -> bool:
+    """True for a connection of the attempt engine on PostgreSQL: whoever runs a
+    transaction on it sends BEGIN and COMMIT themselves."""
+    return (connection.dialect.name == "postgresql"
+            and connection.connection.dbapi_connection.autocommit)
+
+
+@contextlib.contextmanager
+def attempt_transaction(engine: Engine) -> Iterator[Connection]:
+    """A transaction on ``engine`` (get_attempt_engine): committed when the block ends,
+    rolled back if it raises.
+
+    On an autocommit connection the transaction is whatever the block opened
+    with a BEGIN (prepared.execute_together sends it with the block's first
+    statement); a block that opened none ran single statements that
+    committed on their own, and nothing more is sent.
+    """
+    with engine.connect() as connection:
+        if not in_autocommit(connection):
+            with connection.begin():
+                yield connection
+            return
+        try:
+            yield connection
+        except BaseException:
+            _end_block(connection, "ROLLBACK", quiet=True)
+            raise
+        _end_block(connection, "COMMIT", quiet=False)
+
+
+def _end_block(connection: Connection, command: str, *, quiet: bool) -> None:
+    """Send COMMIT or ROLLBACK if a transaction block is open; a connection that cannot
+    end it is invalidated (never returned to the pool inside a transaction)."""
+    if connection.invalidated:
+        return
+    if connection.connection.dbapi_connection.info.transaction_status == TRANSACTION_STATUS_IDLE:
+        return
+    try:
+        connection.exec_driver_sql(command)
+    except Exception:
+        if not connection.invalidated:
+            connection.invalidate()
+        if not quiet:
+            raise
 
 
 def get_sessionmaker(url: str | None = None, *, pre_ping: bool = True) -> sessionmaker:

@@ -19,7 +19,7 @@ from . import custom_headers, pacing, policy
 from .claim import Caps, Claim, claim
 from .countdowns import CountdownBudget
 from .config import Settings, get_settings
-from .db import get_engine
+from .db import attempt_transaction, get_attempt_engine
 from .envelope import MODE
 from .failures import internal_error
 from .models import utcnow
@@ -95,9 +95,9 @@ def run_attempt(
     Two short transactions (claim, record); none is open while the POST is in flight.
     """
     settings = settings or get_settings()
-    # No pre-ping on the hot path (a round trip per transaction): a dropped
-    # connection is retried once instead, see _in_transaction.
-    engine = get_engine(pre_ping=False)
+    # The attempt engine (db.get_attempt_engine): no pre-ping (a dropped connection
+    # is retried once instead, see _in_transaction), BEGIN in the first round trip.
+    engine = get_attempt_engine()
     claimed = _in_transaction(
         engine,
         lambda connection: _claim(connection, delivery_id, attempt_count, settings),
@@ -145,7 +145,7 @@ def _in_transaction(engine, work, doing: str):
     """
     for try_number in (1, 2):
         try:
-            with engine.begin() as connection:
+            with attempt_transaction(engine) as connection:
                 return work(connection)
         except OperationalError as exc:
             if try_number == 2 or not exc.connection_invalidated:

@@ -25,11 +25,14 @@ import hashlib
 import re
 from typing import Any, Mapping, Sequence
 
+from psycopg2.extensions import TRANSACTION_STATUS_IDLE
 from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.sql import ClauseElement
 
-__all__ = ["PreparedStatement"]
+from .db import in_autocommit
+
+__all__ = ["PreparedStatement", "execute_together"]
 
 _PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _INFO_KEY = "webhooks_prepared"
@@ -76,10 +79,12 @@ class PreparedStatement:
 
     def execute(self, connection: Connection, values: Mapping[str, Any]) -> list[Row]:
         """Run the statement on ``connection`` (in its transaction) and return every row."""
-        self._prepare_on(connection)
-        result = connection.exec_driver_sql(
-            self._execute, tuple(_bind(values[name]) for name in self._order)
-        )
+        return execute_together(connection, [(self, values)])
+
+    def _bound(self, values: Mapping[str, Any]) -> tuple:
+        return tuple(_bind(values[name]) for name in self._order)
+
+    def _rows(self, result) -> list[Row]:
         if not result.returns_rows:
             return []
         rows = result.fetchall()
@@ -97,6 +102,32 @@ class PreparedStatement:
         # PREPARE outlives the transaction it ran in (rolled back or not), so
         # remembering it now is right even if this transaction later fails.
         prepared.add(self.name)
+
+
+def execute_together(connection: Connection,
+                     steps: Sequence[tuple[PreparedStatement, Mapping[str, Any]]],
+                     *, begin: bool = False) -> list[Row]:
+    """Run prepared statements in one round trip, in order; the rows of the last.
+
+    Each statement still takes its own snapshot (READ COMMITTED). With
+    ``begin`` on an autocommit connection (db.get_attempt_engine) that is in
+    no transaction, a BEGIN goes first in the same round trip: the statements,
+    and whatever the caller runs after them, are one transaction that
+    db.attempt_transaction commits. Without it there, the statements are one
+    transaction of their own, committed when they return.
+    """
+    for statement, _ in steps:
+        statement._prepare_on(connection)
+    commands = ["BEGIN"] if begin and _idle_in_autocommit(connection) else []
+    commands.extend(statement._execute for statement, _ in steps)
+    parameters = tuple(value for statement, values in steps for value in statement._bound(values))
+    result = connection.exec_driver_sql("; ".join(commands), parameters)
+    return steps[-1][0]._rows(result)
+
+
+def _idle_in_autocommit(connection: Connection) -> bool:
+    return (in_autocommit(connection) and connection.connection.dbapi_connection.info
+            .transaction_status == TRANSACTION_STATUS_IDLE)
 
 
 def _literal(value: Any) -> str:

@@ -27,7 +27,7 @@ from . import policy, rollup
 from .claim import Claim
 from .models import Attempt, Delivery, Subscription, UTCDateTime
 from .outbox import Dispatch
-from .prepared import PreparedStatement
+from .prepared import PreparedStatement, execute_together
 from .states import DeliveryStatus, waiting
 from .store import hold_pending, pause_subscription
 
@@ -128,8 +128,10 @@ _RECORD_SUCCESS_PG = PreparedStatement.from_core("record_success", _one_statemen
 
 def _record_postgresql(connection: Connection, params: dict, is_failure: bool):
     statement = _RECORD_FAILURE_PG if is_failure else _RECORD_SUCCESS_PG
-    ((moved, _, failures, released_id, released_count, _, _),) = statement.execute(
-        connection, params)
+    # A success is this one statement, committed on its own on the attempt engine; a
+    # failure opens a transaction, as it may pause the subscription after it (record()).
+    ((moved, _, failures, released_id, released_count, _, _),) = execute_together(
+        connection, [(statement, params)], begin=is_failure)
     if not moved:
         return None
     return failures, [Dispatch(released_id, released_count)] if released_id else []
