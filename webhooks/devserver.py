@@ -129,7 +129,10 @@ def _announce_ready(supervisor: Supervisor, url: str, stop: threading.Event) -> 
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
     while not stop.is_set():
         try:
-            with opener.open(url + "/healthz", timeout=2):
+            # The first /healthz of a fresh web process may take over 2 s (it
+            # checks the database and the broker for the first time); a
+            # shorter time-out sent a second probe, and printed its line twice.
+            with opener.open(url + "/healthz", timeout=10):
                 pass
         except urllib.error.HTTPError:
             pass  # it answers; /healthz says what is unwell
