@@ -1,6 +1,8 @@
 # The two commands of the README. Each creates the virtual environment and
 # installs the project on first use (again whenever setup.cfg or setup.py
 # changes), so they work from a fresh clone on a machine with Python 3.11+.
+# `make run` installs the runtime only; `make test` adds the test tools
+# (pytest, schemathesis, playwright, ...), each step with its own stamp file.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -11,6 +13,10 @@ $(BIN)/.installed: setup.cfg setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed, found " + sys.version.split()[0] + ": run make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(BIN)/.installed-test: $(BIN)/.installed
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $@
 
@@ -24,9 +30,9 @@ run: $(BIN)/.installed
 
 ## test: the whole test suite (needs the machine's PostgreSQL and Redis; see README).
 ## Two pytest-xdist workers, each with its own test database and Redis db: most tests wait on I/O.
-test: $(BIN)/.installed
+test: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 ## test-fast: the tier that needs no server (SQLite, fake senders, local sockets); seconds.
-test-fast: $(BIN)/.installed
+test-fast: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -n 2 --tier fast -q

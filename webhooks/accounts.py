@@ -38,7 +38,8 @@ def create_account(session: Session, name: str) -> tuple[Account, str]:
     """Create an account; returns it with its API key, which is not stored anywhere."""
     name = (name or "").strip()
     if not name or len(name) > 200:
-        raise ValueError("account name must be 1 to 200 characters")
+        raise ValueError(f"account name must be 1 to 200 characters (without the spaces around "
+                         f"it), not {len(name)}")
     api_key = API_KEY_PREFIX + secrets.token_urlsafe(_RANDOM_BYTES)
     account = Account(id=new_id(), name=name, api_key_hash=hash_api_key(api_key), created_at=utcnow())
     session.add(account)

@@ -1,4 +1,9 @@
-"""The ``webhooks`` command line (click)."""
+"""The ``webhooks`` command line (click).
+
+Every refusal ends the command with exit status 2 and, on stderr, one
+``error: …`` line per problem saying what is wrong and why (the reason of
+each invalid field, the valid choices), never a traceback.
+"""
 
 from __future__ import annotations
 
@@ -14,8 +19,10 @@ from .errors import ConfigError, InvalidEvent, NotFound, SchemaNotReady
 __all__ = ["main"]
 
 
-def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
+def _fail(*messages: str) -> None:
+    """Print each message as an ``error:`` line on stderr and exit with status 2."""
+    for message in messages:
+        click.echo(f"error: {message}", err=True)
     sys.exit(2)
 
 
@@ -50,6 +57,7 @@ def _needs_schema(command):
 
 
 @click.group()
+@click.version_option(package_name="webhooks", prog_name="webhooks")
 def main() -> None:
     """Outbound webhook delivery service."""
     try:
@@ -67,15 +75,24 @@ def db() -> None:
 
 @db.command("upgrade")
 def db_upgrade() -> None:
-    """Create or upgrade the schema (idempotent)."""
+    """Create or upgrade the schema (idempotent); says which it did, and the revision."""
+    from .config import get_settings
+    from .logs import redact
     from .migrate import upgrade
 
     with _database_errors():
-        upgrade()
-    click.echo("database is up to date")
+        before, after = upgrade()
+    if before is None:
+        done = f"created the schema at revision {after}"
+    elif before == after:
+        done = f"the schema is already at revision {after}, the newest this version knows"
+    else:
+        done = f"upgraded the schema from revision {before} to {after}"
+    click.echo(f"{done} ({redact(get_settings().database_url)})")
 
 
 @db.command("purge")
+@_needs_schema
 def db_purge() -> None:
     """Apply the retention rule once, now; prints {"events", "deliveries", "attempts"} deleted.
 
@@ -122,20 +139,68 @@ def accounts_create(name: str) -> None:
 @click.option("--idempotency-key", default=None, help="the same key returns the same event")
 @_needs_schema
 def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str | None) -> None:
-    """Emit one event; prints {"event_id"}."""
+    """Emit one event; prints {"event_id"}.
+
+    Every problem is reported at once, one line each: an unknown account, then
+    --data that is not JSON, an unknown type (with the valid ones) or each
+    invalid field with the reason.
+    """
     from .emit import emit_event
 
+    problems = _emit_problems(account_id, event_type, data_json, idempotency_key)
+    if problems:
+        _fail(*problems)
+    try:
+        event = emit_event(account_id, event_type, json.loads(data_json),
+                           idempotency_key=idempotency_key)
+    except (InvalidEvent, NotFound) as exc:  # the checks above passed; e.g. a payload too large
+        _fail(str(exc))
+    click.echo(json.dumps({"event_id": event.id}))
+
+
+def _emit_problems(account_id: str, event_type: str, data_json: str,
+                   idempotency_key: str | None) -> list[str]:
+    """What is wrong with an ``emit`` command line, the account first; empty when nothing is.
+
+    emit_event stops at the first problem (bad data before an unknown
+    account); a person at a terminal wants to fix them all in one go.
+    """
+    from .event_input import validate_input
+
+    problems = []
+    account = _account_problem(account_id)
+    if account:
+        problems.append(account)
     try:
         data = json.loads(data_json)
     except json.JSONDecodeError as exc:
-        _fail(f"--data is not valid JSON: {exc}")
+        return problems + [f"--data is not valid JSON: {exc}"]
     try:
-        event = emit_event(account_id, event_type, data, idempotency_key=idempotency_key)
+        validate_input(account_id, event_type, data, idempotency_key)
     except InvalidEvent as exc:
-        _fail(str(exc))
-    except NotFound as exc:
-        _fail(str(exc))
-    click.echo(json.dumps({"event_id": event.id}))
+        if "account_id" not in exc.errors:  # already said, with the reason, above
+            problems.append(str(exc))
+    return problems
+
+
+def _account_problem(account_id: str) -> str | None:
+    """Why ``account_id`` names no account, or None when it names one."""
+    import uuid
+
+    from .db import session_scope
+    from .models import Account
+
+    hint = "give the id that `webhooks accounts create` printed"
+    try:
+        canonical = str(uuid.UUID(account_id))
+    except ValueError:
+        return f"account id {account_id!r} is not a UUID: {hint}"
+    if canonical != account_id:
+        return f"account id {account_id!r} is not written as ids are ({canonical}): {hint}"
+    with session_scope() as session:
+        if session.get(Account, account_id) is None:
+            return f"account {account_id} does not exist: {hint}"
+    return None
 
 
 @main.command("dev")
@@ -166,7 +231,11 @@ def dev(port: int, host: str) -> None:
 def listen(secrets: tuple[str, ...], port: int, host: str, status: int | None) -> None:
     """A local receiver: verify, print and answer every delivery (200, or 401 if not verified)."""
     from .config import get_settings
-    from .listen import serve
+    from .listen import secret_problems, serve
+
+    problems = secret_problems(secrets)
+    if problems:
+        _fail(*problems)
 
     sys.exit(serve(secret=list(secrets), host=host, port=port, status=status,
                    service_name=get_settings().service_name))

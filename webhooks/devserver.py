@@ -19,8 +19,10 @@ The supervisor (supervisor.py) runs them; why it is not honcho's is said there.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
+import socket
 import sys
 import threading
 import time
@@ -32,7 +34,7 @@ from .config import load_settings
 from .datadir import PRIVATE_FILE_MODE, private_dir
 from .supervisor import Supervisor
 
-__all__ = ["DEV_DEFAULTS", "dev_environment", "process_specs", "run"]
+__all__ = ["DEV_DEFAULTS", "dev_environment", "process_specs", "quiet_warnings", "run"]
 
 # Set for the three processes unless the user set them.
 DEV_DEFAULTS = {
@@ -71,17 +73,39 @@ def _gunicorn_extra() -> list[str]:
     ) else []
 
 
-def process_specs(*, host: str, port: int) -> list[tuple[str, list[str]]]:
-    """The Procfile's three entries as argument lists run by this Python."""
+# Celery's warning when the worker runs as root: eight lines at every start
+# (in containers, often). `webhooks dev` says it in one line instead (run()).
+ROOT_WARNING = "You're running the worker with superuser privileges"
+
+
+def quiet_warnings(env: dict[str, str]) -> str:
+    """``env``'s PYTHONWARNINGS plus a filter that hides Celery's root SecurityWarning."""
+    return ",".join(filter(None, [env.get("PYTHONWARNINGS", ""), f"ignore:{ROOT_WARNING}"]))
+
+
+def process_specs(*, host: str, port: int, log_level: str = "INFO") -> list[tuple[str, list[str]]]:
+    """The Procfile's three entries as argument lists run by this Python.
+
+    Below DEBUG (``log_level`` is WEBHOOKS_LOG_LEVEL) they print only what a
+    person needs: no Celery banners (``--quiet``), no gunicorn start-up lines
+    (its ``--log-level warning``; run() prints the URL and "ready"), and the
+    access log only at INFO; run() hides the root SecurityWarning.
+    """
     python = sys.executable
+    debug = log_level == "DEBUG"
+    gunicorn_level = "debug" if debug else "warning" if log_level == "INFO" else log_level.lower()
+    access_log = ["--access-logfile", "-"] if log_level in ("DEBUG", "INFO") else []
+    quiet = [] if debug else ["--quiet"]
     return [
         ("web", [python, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
-                 "--threads", "4", "--access-logfile", "-", *_gunicorn_extra(),
-                 "web:create_app()"]),
-        ("worker", [python, "-m", "celery", "-A", "worker", "worker", "--loglevel", "INFO",
-                    "--pool", "prefork", "--concurrency", "2", "--queues", "webhooks"]),
+                 "--threads", "4", "--log-level", gunicorn_level, *access_log,
+                 *_gunicorn_extra(), "web:create_app()"]),
+        ("worker", [python, "-m", "celery", *quiet, "-A", "worker", "worker",
+                    "--loglevel", log_level, "--pool", "prefork", "--concurrency", "2",
+                    "--queues", "webhooks"]),
         # beat's schedule file is under the data folder (celeryconfig.beat_schedule_filename).
-        ("scheduler", [python, "-m", "celery", "-A", "worker", "beat", "--loglevel", "INFO"]),
+        ("scheduler", [python, "-m", "celery", *quiet, "-A", "worker", "beat",
+                       "--loglevel", log_level]),
     ]
 
 
@@ -105,7 +129,10 @@ def _announce_ready(supervisor: Supervisor, url: str, stop: threading.Event) -> 
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never via a proxy
     while not stop.is_set():
         try:
-            with opener.open(url + "/healthz", timeout=2):
+            # The first /healthz of a fresh web process may take over 2 s (it
+            # checks the database and the broker for the first time); a
+            # shorter time-out sent a second probe, and printed its line twice.
+            with opener.open(url + "/healthz", timeout=10):
                 pass
         except urllib.error.HTTPError:
             pass  # it answers; /healthz says what is unwell
@@ -126,6 +153,11 @@ def run(*, host: str = "127.0.0.1", port: int = 5000) -> int:
         print(f"error: webhooks dev is already running on {settings.data_dir} "
               f"(see {settings.data_dir / 'dev.lock'})", file=sys.stderr)
         return 2
+    problem = _port_problem(host, port)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        lock.close()
+        return 2
 
     from .db import dispose_engine
     from .migrate import upgrade
@@ -140,8 +172,11 @@ def run(*, host: str = "127.0.0.1", port: int = 5000) -> int:
         dispose_engine()  # the supervisor keeps no connection open
 
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else host}:{port}"
+    if settings.log_level != "DEBUG":
+        env["PYTHONWARNINGS"] = quiet_warnings(env)
     supervisor = Supervisor(
-        process_specs(host=host, port=port), env, grace=settings.timeout + 15
+        process_specs(host=host, port=port, log_level=settings.log_level), env,
+        grace=settings.timeout + 15,
     )
     say = supervisor.say
     say(f"data folder: {settings.data_dir}")
@@ -160,6 +195,12 @@ def run(*, host: str = "127.0.0.1", port: int = 5000) -> int:
             "localhost and private networks are refused")
     say(f"WEBHOOKS_RECOVER_AFTER={env['WEBHOOKS_RECOVER_AFTER']}: after a crash, a delivery "
         "goes out again this many seconds after it was due")
+    if settings.log_level != "DEBUG":
+        say(f"WEBHOOKS_LOG_LEVEL={settings.log_level}: routine lines (banners, the scheduler's "
+            "every sweep) are hidden; WEBHOOKS_LOG_LEVEL=DEBUG shows them")
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            say("warning: running as root; Celery advises running its worker as a user "
+                "without privileges (its SecurityWarning, in full, at DEBUG)")
 
     ready_stop = threading.Event()
 
@@ -172,6 +213,26 @@ def run(*, host: str = "127.0.0.1", port: int = 5000) -> int:
     finally:
         ready_stop.set()
         lock.close()
+
+
+def _port_problem(host: str, port: int) -> str | None:
+    """Why the web process could not listen on ``host:port``, or None when it can.
+
+    Checked before anything starts: gunicorn would retry for 5 s and exit,
+    and the two other processes would be stopped with it.
+    """
+    try:
+        family, kind, _, _, address = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+        with socket.socket(family, kind) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn binds
+            probe.bind(address)
+    except socket.gaierror as exc:
+        return f"--host {host!r} does not resolve to an address: {exc.strerror}"
+    except OSError as exc:
+        in_use = " (another webhooks dev? give --port or PORT)" if exc.errno == errno.EADDRINUSE else ""
+        return f"cannot listen on {host}:{port}: {exc.strerror or exc}{in_use}"
+    return None
 
 
 def _redact(url: str) -> str:

@@ -1,14 +1,15 @@
 """What emit_event accepts: the checks of its inputs and the envelope's bytes, before
-anything is stored. Every refusal is an InvalidEvent naming the offending fields."""
+anything is stored. Every refusal is an InvalidEvent whose message names each offending
+field with the reason, as the HTTP API does (``sent_at: Missing data for required field.``)."""
 
 from __future__ import annotations
 
-from .catalogue import validate_data
+from .catalogue import EVENT_TYPE_NAMES, validate_data
 from .config import Settings
 from .envelope import build_envelope, serialise
 from .errors import InvalidEvent
 
-__all__ = ["MAX_IDEMPOTENCY_KEY", "validate_input", "envelope_bytes"]
+__all__ = ["MAX_IDEMPOTENCY_KEY", "validate_input", "envelope_bytes", "describe_errors"]
 
 MAX_IDEMPOTENCY_KEY = 255
 
@@ -33,9 +34,20 @@ def validate_input(account_id, event_type, data, idempotency_key) -> None:
             {"idempotency_key": ["invalid"]},
         )
     errors = validate_data(event_type, data)
-    if errors:
-        fields = ", ".join(sorted(errors))
-        raise InvalidEvent(f"invalid {event_type!r} event; offending fields: {fields}", errors)
+    if not errors:
+        return
+    if event_type not in EVENT_TYPE_NAMES:
+        raise InvalidEvent(
+            f"unknown event type {event_type!r}; the valid types are: {', '.join(EVENT_TYPE_NAMES)}",
+            errors,
+        )
+    raise InvalidEvent(f"invalid {event_type!r} event: {describe_errors(errors)}", errors)
+
+
+def describe_errors(errors: dict[str, list[str]]) -> str:
+    """``{"to_email": ["Not a valid email address."]}`` as one line, fields in name order:
+    ``to_email: Not a valid email address.``; fields are separated by ``; ``."""
+    return "; ".join(f"{field}: {' '.join(errors[field])}" for field in sorted(errors))
 
 
 def _storable(text: str) -> bool:

@@ -76,3 +76,15 @@ class Transport(filesystem.Transport):
     """``filesystem://`` with whole messages only."""
 
     Channel = Channel
+
+    @property
+    def default_connection_params(self):
+        """No default host: a folder has none.
+
+        kombu's virtual transports default to "localhost", and a connection
+        without a host then logs the WARNING "No hostname was supplied.
+        Reverting to default 'localhost'" each time it is made (every worker
+        and web process, every publish). Without the default, nothing is
+        logged; kombu still shows the URL as ``…@localhost//``.
+        """
+        return {"port": self.default_port}

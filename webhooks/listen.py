@@ -22,7 +22,7 @@ from typing import Callable, Sequence, TextIO
 
 from .signing import DEFAULT_TOLERANCE, InvalidSignature, verify
 
-__all__ = ["Listener", "describe", "serve"]
+__all__ = ["Listener", "describe", "secret_problems", "serve"]
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # far above WEBHOOKS_MAX_PAYLOAD_BYTES; bounds a stray upload
 
@@ -169,6 +169,24 @@ class Listener:
 
     def close(self) -> None:
         self.server.server_close()
+
+
+def secret_problems(secrets: Sequence[str]) -> list[str]:
+    """Why each of ``secrets`` cannot be the signing secret it should be; empty when all can.
+
+    A blank one is usually an unset shell variable (``--secret "$SECRET"``);
+    an API key (``whk_…``) is the other secret a user holds. With either,
+    every delivery would fail to verify, with no hint why.
+    """
+    problems = []
+    for secret in secrets:
+        if not secret.strip():
+            problems.append("--secret is empty (an unset variable?): give the subscription's "
+                            "signing secret, whsec_…, as creating the subscription printed it")
+        elif secret.startswith("whk_"):
+            problems.append("--secret is an API key (whk_…), not a signing secret: give the "
+                            "subscription's secret, whsec_…, as creating the subscription printed it")
+    return problems
 
 
 def _hint(secret: str) -> str:

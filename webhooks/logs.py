@@ -25,7 +25,8 @@ import re
 import sys
 from typing import TextIO
 
-__all__ = ["CONTEXT_FIELDS", "JsonFormatter", "configure_logging", "redact", "mask_url_passwords"]
+__all__ = ["CONTEXT_FIELDS", "JsonFormatter", "RoutineToDebug", "configure_logging", "redact",
+           "mask_url_passwords"]
 
 CONTEXT_FIELDS = (
     "event_id",
@@ -84,6 +85,26 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             line["stack"] = redact(self.formatStack(record.stack_info))
         return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class RoutineToDebug(logging.Filter):
+    """On a logger: its INFO records whose message starts with one of ``prefixes`` become DEBUG.
+
+    For a routine line that repeats every few seconds (beat's "Sending due
+    task" every WEBHOOKS_SWEEP_INTERVAL s): it is logged as DEBUG when the
+    logger is enabled for DEBUG (WEBHOOKS_LOG_LEVEL=DEBUG), and dropped
+    otherwise. Warnings and errors are never touched.
+    """
+
+    def __init__(self, *prefixes: str):
+        super().__init__()
+        self.prefixes = prefixes
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.INFO or not str(record.msg).startswith(self.prefixes):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 def configure_logging(level: int | str | None = None, stream: TextIO | None = None) -> logging.Handler:

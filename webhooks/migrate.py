@@ -34,12 +34,24 @@ def alembic_config(url: str | None = None) -> Config:
     return config
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> None:
-    """Create or upgrade the schema to ``revision``."""
+def upgrade(url: str | None = None, revision: str = "head") -> tuple[str | None, str | None]:
+    """Create or upgrade the schema to ``revision``.
+
+    Returns the database's revision before and after, each None when there
+    is no schema, so a caller can say what was done (``webhooks db upgrade``).
+    """
     config = alembic_config(url)
     with get_engine(url).begin() as connection:
+        before = _current_revision(connection)
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
+        return before, _current_revision(connection)
+
+
+def _current_revision(connection) -> str | None:
+    """The database's schema revision(s), comma-separated; None when it has no schema."""
+    heads = MigrationContext.configure(connection).get_current_heads()
+    return ", ".join(sorted(heads)) or None
 
 
 def _is_known(script: ScriptDirectory, revision: str) -> bool:

@@ -1,10 +1,11 @@
 """The Celery worker entry point: ``celery -A worker worker`` / ``celery -A worker beat``."""
 
 import logging
+import os
 
 from celery.signals import setup_logging
 
-from webhooks.logs import configure_logging
+from webhooks.logs import RoutineToDebug, configure_logging
 from webhooks.queue import get_app
 
 from . import tasks  # noqa: F401  (registers the tasks on the app)
@@ -21,11 +22,24 @@ __all__ = ["app"]
 PER_TASK_LOGGERS = ("celery.worker.strategy", "celery.app.trace")
 
 
+# beat logs "Scheduler: Sending due task webhooks-sweep (webhooks.sweep)" at
+# INFO every WEBHOOKS_SWEEP_INTERVAL (5 s) and each purge: routine, so DEBUG.
+BEAT_ROUTINE = RoutineToDebug("Scheduler: Sending due task")
+
+
 @setup_logging.connect
 def _json_logs(loglevel=None, **_):
-    """Worker and beat log JSON lines with delivery ids (webhooks/logs.py), never secrets."""
-    handler = configure_logging(loglevel or None)
+    """Worker and beat log JSON lines with delivery ids (webhooks/logs.py), never secrets.
+
+    The level is WEBHOOKS_LOG_LEVEL when it is set, else celery's --loglevel
+    (INFO in the Procfile and under ``webhooks dev``).
+    """
+    explicit = os.environ.get("WEBHOOKS_LOG_LEVEL", "").strip()
+    handler = configure_logging(None if explicit else (loglevel or None))
     quiet = logging.DEBUG if logging.getLogger().level <= logging.DEBUG else logging.WARNING
     for name in PER_TASK_LOGGERS:
         logging.getLogger(name).setLevel(quiet)
+    beat = logging.getLogger("celery.beat")
+    if BEAT_ROUTINE not in beat.filters:
+        beat.addFilter(BEAT_ROUTINE)
     return handler
