@@ -17,13 +17,15 @@ from webhooks.db import session_scope
 from webhooks.models import Delivery, Subscription
 
 from .helpers import csrf_token, inputs, post_form, sign_in
-from .rows import add_attempts, dead_delivery, emit, make_subscription, pause_subscription
+from .rows import (add_attempts, dead_delivery, emit, make_subscription, pause_subscription,
+                   set_delivery)
 
 pytestmark = pytest.mark.database
 
 
 def text(response) -> str:
-    return response.get_data(as_text=True)
+    """The page's HTML, without the <wbr> that let a URL wrap (url_breaks.py): URLs read whole."""
+    return response.get_data(as_text=True).replace("<wbr>", "")
 
 
 def subscription_row(subscription_id: str) -> Subscription:
@@ -268,6 +270,8 @@ def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alic
     page = f"/dashboard/subscriptions/{subscription_id}"
     shown = text(alice_client.get(page))
     assert "Paused" in shown and "Resume" in shown and "25 consecutive failed attempts" in shown
+    # Once each: the badge beside the URL, Resume in the banner that says why.
+    assert shown.count("Resume</button>") == 1 and shown.count('class="badge badge-paused"') == 1
 
     response = post_form(alice_client, page, f"{page}/resume", follow_redirects=True)
     assert "1 held delivery goes out now" in text(response)
@@ -275,7 +279,8 @@ def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alic
     assert (stored.status, stored.consecutive_failures) == ("active", 0)
     assert delivery_row(delivery_id).status == "pending"
     assert sweeps == [1]
-    assert "Resume</button>" not in text(alice_client.get(page))
+    resumed = text(alice_client.get(page))
+    assert "Resume</button>" not in resumed and resumed.count('class="badge badge-active"') == 1
 
 
 def test_rotate_secret_shows_the_new_one(alice_client, alice):
@@ -346,7 +351,7 @@ def test_a_delivery_page_shows_every_attempt_and_replays_a_dead_one(alice_client
     page = f"/dashboard/deliveries/{dead_id}"
     shown = text(alice_client.get(page))
     for number in range(1, 7):
-        assert f'<td class="number">{number}</td>' in shown
+        assert f'<td class="number" data-label="#">{number}</td>' in shown
     assert shown.count("upstream said no") == 6  # the response excerpt of each attempt
     assert "240 ms" in shown  # duration of attempt 6
     assert "Replay</button>" in shown and "Dead" in shown
@@ -359,6 +364,30 @@ def test_a_delivery_page_shows_every_attempt_and_replays_a_dead_one(alice_client
     assert [item.delivery_id for item in handed] == [replay_id]
     assert delivery_row(dead_id).status == "dead"  # the original stays as it was
     assert "Replay of" in text(alice_client.get(f"/dashboard/deliveries/{replay_id}"))
+
+
+@pytest.mark.parametrize("status", ["dead", "failed"])
+def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_replay(
+        alice_client, alice, monkeypatch, status):
+    from webhooks import publisher
+
+    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    subscription_id = make_subscription(alice.account_id)
+    original = dead_delivery(alice.account_id, subscription_id)
+    set_delivery(original, status=status)
+    page = f"/dashboard/deliveries/{original}"
+    before = text(alice_client.get(page))
+    assert "Replay</button>" in before and "Fix the endpoint, then replay it." in before
+    assert "attention danger" in before
+
+    replay_id = post_form(alice_client, page, f"{page}/replay").headers["Location"].rsplit("/", 1)[1]
+    after = text(alice_client.get(page))
+    assert "Replay</button>" not in after and "Fix the endpoint" not in after
+    assert "attention danger" not in after
+    assert "Already replayed as" in after and f'/dashboard/deliveries/{replay_id}"' in after
+    # The replay itself is pending, so it offers no Replay either; once it fails, it does.
+    set_delivery(replay_id, status="dead", attempt_count=6)
+    assert "Replay</button>" in text(alice_client.get(f"/dashboard/deliveries/{replay_id}"))
 
 
 def test_a_done_delivery_has_no_replay(alice_client, alice):
@@ -398,7 +427,7 @@ def test_paused_subscriptions_and_dead_deliveries_stand_out(alice_client, alice)
     pause_subscription(broken)
 
     listing = text(alice_client.get("/dashboard/subscriptions"))
-    rows = re.findall(r"<tr class=\"([^\"]*)\">\s*<td class=\"url\"><a href=\"[^\"]*/([0-9a-f-]{36})\"",
+    rows = re.findall(r"<tr class=\"([^\"]*)\">\s*<td class=\"url\"[^>]*><a href=\"[^\"]*/([0-9a-f-]{36})\"",
                       listing)
     assert rows[0] == ("row-paused", broken)  # paused first, marked
     assert rows[1] == ("", healthy)
@@ -407,7 +436,7 @@ def test_paused_subscriptions_and_dead_deliveries_stand_out(alice_client, alice)
     overview = text(alice_client.get("/dashboard/"))
     assert "1 paused subscription" in overview and "https://broken.example.com/in" in overview
     assert "Recent dead deliveries" in overview and dead_id[:8] in overview
-    assert "<svg" in overview and "Dead (1)" in overview  # the chart counts the dead attempt
+    assert "<svg" in overview and "Failed, last: 1" in overview  # the chart counts the dead attempt
 
 
 # ---------------------------------------------------------------- isolation
