@@ -17,8 +17,7 @@ from webhooks.db import session_scope
 from webhooks.models import Delivery, Subscription
 
 from .helpers import csrf_token, inputs, post_form, sign_in
-from .rows import (add_attempts, dead_delivery, emit, make_subscription, pause_subscription,
-                   set_delivery)
+from .rows import add_attempts, dead_delivery, emit, make_subscription, pause_subscription
 
 pytestmark = pytest.mark.database
 
@@ -364,30 +363,6 @@ def test_a_delivery_page_shows_every_attempt_and_replays_a_dead_one(alice_client
     assert [item.delivery_id for item in handed] == [replay_id]
     assert delivery_row(dead_id).status == "dead"  # the original stays as it was
     assert "Replay of" in text(alice_client.get(f"/dashboard/deliveries/{replay_id}"))
-
-
-@pytest.mark.parametrize("status", ["dead", "failed"])
-def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_replay(
-        alice_client, alice, monkeypatch, status):
-    from webhooks import publisher
-
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
-    subscription_id = make_subscription(alice.account_id)
-    original = dead_delivery(alice.account_id, subscription_id)
-    set_delivery(original, status=status)
-    page = f"/dashboard/deliveries/{original}"
-    before = text(alice_client.get(page))
-    assert "Replay</button>" in before and "Fix the endpoint, then replay it." in before
-    assert "attention danger" in before
-
-    replay_id = post_form(alice_client, page, f"{page}/replay").headers["Location"].rsplit("/", 1)[1]
-    after = text(alice_client.get(page))
-    assert "Replay</button>" not in after and "Fix the endpoint" not in after
-    assert "attention danger" not in after
-    assert "Already replayed as" in after and f'/dashboard/deliveries/{replay_id}"' in after
-    # The replay itself is pending, so it offers no Replay either; once it fails, it does.
-    set_delivery(replay_id, status="dead", attempt_count=6)
-    assert "Replay</button>" in text(alice_client.get(f"/dashboard/deliveries/{replay_id}"))
 
 
 def test_a_done_delivery_has_no_replay(alice_client, alice):
