@@ -15,12 +15,27 @@ import pytest
 from webhooks.db import session_scope
 
 from .helpers import settle_publisher
+from .schemathesis_ids import use_own_ids
 
 
 def pytest_configure(config):
     # Registered here too, so this folder runs under --strict-markers before
     # setup.cfg lists the marker.
     config.addinivalue_line("markers", "schemathesis: generated requests over the OpenAPI document")
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_pycollect_makeitem(collector, name, obj):
+    # Outside schemathesis's own wrapper (tryfirst): by now it has answered with
+    # its collector, which this replaces so each generated check has its own
+    # node id, and so runs under xdist (schemathesis_ids.py says why).
+    outcome = yield
+    if outcome.exception is not None:
+        return  # pytest reports it
+    collected = outcome.get_result()
+    replaced = use_own_ids(collector, name, obj, collected)
+    if replaced is not collected:
+        outcome.force_result(replaced)
 
 
 @pytest.fixture

@@ -39,7 +39,7 @@ from web import create_app  # noqa: E402
 
 from .helpers import emit, make_subscription, new_caller, set_delivery  # noqa: E402
 
-# About 400 requests in 15 s here; the time-out only stops a run that hangs.
+# About 450 requests in 30 s here; the time-out only stops a run that hangs.
 pytestmark = [pytest.mark.schemathesis, pytest.mark.timeout(300)]
 
 CHECKS = [
@@ -81,7 +81,11 @@ def world(db) -> World:
 # then reads the settings, and so the database of the running test.
 # (schemathesis.pytest.from_fixture would defer this, but schemathesis 4.32
 # sets Node._nodeid there, which pytest 9.2 no longer has.)
-schema = schemathesis.openapi.from_wsgi("/api/webhooks/openapi.json", create_app())
+# schemathesis leaves out the operation that served the document (GET
+# /openapi.json) unless a filter names it; this one names every operation,
+# so the document's own route is checked like the others.
+schema = schemathesis.openapi.from_wsgi("/api/webhooks/openapi.json", create_app()).include(
+    path_regex=r"^/api/webhooks/")
 
 
 def _use_real_ids(case, world: World, pick: int) -> None:
@@ -107,7 +111,7 @@ def _authenticate(case, world: World) -> None:
 @schema.parametrize()
 @schema.given(pick=st.one_of(st.none(), st.integers(min_value=0, max_value=50)))
 @settings(
-    max_examples=30,  # per operation: 13 operations, about 400 requests in all
+    max_examples=30,  # per operation: 15 operations, about 450 requests in all
     deadline=None,  # a request's time depends on the database, not on the example
     # The fixtures are function-scoped on purpose (one clean database per
     # operation), and slow or filtered generation is expected for bodies.
@@ -120,3 +124,43 @@ def test_every_operation_conforms(case, pick, world, allow_private, redis_broker
     _authenticate(case, world)
     response = case.call()
     case.validate_response(response, checks=CHECKS)
+
+
+HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+
+def _documented_operations() -> set[str]:
+    """``"METHOD /path"`` for every operation of the OpenAPI document the app serves."""
+    document = create_app().test_client().get("/api/webhooks/openapi.json").get_json()
+    return {f"{method.upper()} {path}" for path, item in document["paths"].items()
+            for method in item if method in HTTP_METHODS}
+
+
+def _generated_checks(request) -> list:
+    """The items ``@schema.parametrize()`` makes of test_every_operation_conforms, collected
+    afresh through the same hook pytest uses: whatever this run selected, on any worker."""
+    module = request.node.getparent(pytest.Module)
+    collector = module.ihook.pytest_pycollect_makeitem(
+        collector=module, name="test_every_operation_conforms", obj=test_every_operation_conforms)
+    return list(collector.collect())
+
+
+def test_every_documented_operation_has_a_generated_check_that_runs(request):
+    """One generated check per operation, each with a node id of its own.
+
+    pytest-xdist (``make test``: ``-n 2 --dist loadfile``) schedules items by
+    node id, and a check that shares its id with another never runs: with one
+    id for all, 1 of 13 ran. So: as many distinct ids as the document has
+    operations, one for each. The items this session collected are checked
+    too (under xdist every worker collects them all), when it collected them.
+    """
+    operations = _documented_operations()
+    checks = _generated_checks(request)
+    ids = [item.nodeid for item in checks]
+    assert len(set(ids)) == len(ids), f"generated checks share node ids: {sorted(ids)}"
+    assert sorted(item.operation_label for item in checks) == sorted(operations)
+    assert len(operations) >= 13  # the document is read, not empty
+
+    collected = [item.nodeid for item in request.session.items
+                 if item.nodeid.split("[")[0] == ids[0].split("[")[0]]
+    assert len(set(collected)) == len(collected), f"this session's checks share ids: {collected}"

@@ -73,7 +73,8 @@ def test_the_svg_stacks_each_hour_by_outcome_with_heights_in_proportion():
     assert root.tag == f"{SVG}svg" and root.get("role") == "img"
     assert root.find(f"{SVG}title").text == "Attempts <per> hour"  # escaped, then read back
     desc = root.find(f"{SVG}desc").text
-    assert "40 done" in desc and "6 retried" in desc and "2 failed" in desc and "2 dead" in desc
+    assert desc == ("Last 24 hours, attempts by outcome: 40 attempts succeeded; 6 attempts failed, "
+                    "retried; 2 attempts refused (4xx); 2 attempts failed, last.")
     assert len(bars(root)) == 5
     done_last = [r for r in bars(root, "done") if r.get("data-count") == "30"][0]
     done_early = [r for r in bars(root, "done") if r.get("data-count") == "10"][0]
@@ -86,10 +87,14 @@ def test_the_svg_stacks_each_hour_by_outcome_with_heights_in_proportion():
         assert float(upper.get("y")) + float(upper.get("height")) == pytest.approx(
             float(lower.get("y")), abs=0.11)
     # Hover text names the hour and the count; failures are patterned, not colour alone.
-    assert bars(root, "dead")[0].find(f"{SVG}title").text == "09:00\u201310:00 UTC: 2 dead"
+    assert (bars(root, "dead")[0].find(f"{SVG}title").text
+            == "09:00\u201310:00 UTC: 2 attempts failed, last")
     assert bars(root, "dead")[0].get("fill").startswith("url(#")
+    # It counts attempts, and says so: not the words of the delivery cards beside it.
     legend = [t.text for t in root.iter(f"{SVG}text")]
-    assert "Done (40)" in legend and "Dead (2)" in legend
+    assert "Succeeded: 40" in legend and "Failed, last: 2" in legend
+    assert "attempts per hour, hours in UTC" in legend
+    assert not {"Done", "Failed", "Dead"} & {text.split(":")[0] for text in legend}
 
 
 def test_an_empty_period_says_so():

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.database
 
 
 def text(response) -> str:
-    return response.get_data(as_text=True)
+    """The page's HTML, without the <wbr> that let a URL wrap (url_breaks.py): URLs read whole."""
+    return response.get_data(as_text=True).replace("<wbr>", "")
 
 
 def subscription_row(subscription_id: str) -> Subscription:
@@ -268,6 +269,8 @@ def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alic
     page = f"/dashboard/subscriptions/{subscription_id}"
     shown = text(alice_client.get(page))
     assert "Paused" in shown and "Resume" in shown and "25 consecutive failed attempts" in shown
+    # Once each: the badge beside the URL, Resume in the banner that says why.
+    assert shown.count("Resume</button>") == 1 and shown.count('class="badge badge-paused"') == 1
 
     response = post_form(alice_client, page, f"{page}/resume", follow_redirects=True)
     assert "1 held delivery goes out now" in text(response)
@@ -275,7 +278,8 @@ def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alic
     assert (stored.status, stored.consecutive_failures) == ("active", 0)
     assert delivery_row(delivery_id).status == "pending"
     assert sweeps == [1]
-    assert "Resume</button>" not in text(alice_client.get(page))
+    resumed = text(alice_client.get(page))
+    assert "Resume</button>" not in resumed and resumed.count('class="badge badge-active"') == 1
 
 
 def test_rotate_secret_shows_the_new_one(alice_client, alice):
@@ -346,7 +350,7 @@ def test_a_delivery_page_shows_every_attempt_and_replays_a_dead_one(alice_client
     page = f"/dashboard/deliveries/{dead_id}"
     shown = text(alice_client.get(page))
     for number in range(1, 7):
-        assert f'<td class="number">{number}</td>' in shown
+        assert f'<td class="number" data-label="#">{number}</td>' in shown
     assert shown.count("upstream said no") == 6  # the response excerpt of each attempt
     assert "240 ms" in shown  # duration of attempt 6
     assert "Replay</button>" in shown and "Dead" in shown
@@ -398,7 +402,7 @@ def test_paused_subscriptions_and_dead_deliveries_stand_out(alice_client, alice)
     pause_subscription(broken)
 
     listing = text(alice_client.get("/dashboard/subscriptions"))
-    rows = re.findall(r"<tr class=\"([^\"]*)\">\s*<td class=\"url\"><a href=\"[^\"]*/([0-9a-f-]{36})\"",
+    rows = re.findall(r"<tr class=\"([^\"]*)\">\s*<td class=\"url\"[^>]*><a href=\"[^\"]*/([0-9a-f-]{36})\"",
                       listing)
     assert rows[0] == ("row-paused", broken)  # paused first, marked
     assert rows[1] == ("", healthy)
@@ -407,7 +411,7 @@ def test_paused_subscriptions_and_dead_deliveries_stand_out(alice_client, alice)
     overview = text(alice_client.get("/dashboard/"))
     assert "1 paused subscription" in overview and "https://broken.example.com/in" in overview
     assert "Recent dead deliveries" in overview and dead_id[:8] in overview
-    assert "<svg" in overview and "Dead (1)" in overview  # the chart counts the dead attempt
+    assert "<svg" in overview and "Failed, last: 1" in overview  # the chart counts the dead attempt
 
 
 # ---------------------------------------------------------------- isolation

@@ -11,7 +11,7 @@ from .rows import make_subscription, pause_subscription
 
 pytestmark = pytest.mark.database
 
-ROW = re.compile(r'<td class="url"><a href="/dashboard/subscriptions/([0-9a-f-]{36})"')
+ROW = re.compile(r'<td class="url"[^>]*><a href="/dashboard/subscriptions/([0-9a-f-]{36})"')
 OLDER = re.compile(r'<a href="([^"]*)">Older &raquo;</a>')
 
 

@@ -41,7 +41,7 @@ def test_no_page_shows_the_password(alice_client, subscribed):
              f"/dashboard/deliveries/{delivery_id}"]
     for page in pages:
         response = alice_client.get(page)
-        html = response.get_data(as_text=True)
+        html = response.get_data(as_text=True).replace("<wbr>", "")  # URLs read whole
         assert response.status_code == 200, page
         assert "s3cret-pass" not in html, page
         assert "hook-user:***@hooks.example.com" in html, page

@@ -34,6 +34,7 @@ from webhooks.models import Account
 
 from ..errors import rate_limit_exceeded
 from ..transaction import db_session
+from .url_breaks import breakable_url
 
 __all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
            "end_session", "safe_next", "PUBLIC_ENDPOINTS"]
@@ -136,6 +137,12 @@ def _when(value: dt.datetime | None) -> str:
 def _masked_url(url: str | None) -> str:
     """A subscription URL as pages show it: ``https://user:***@host/path`` (never its password)."""
     return mask_url_passwords(url or "")
+
+
+@bp.app_template_filter("breakable_url")
+def _breakable_url(url: str | None):
+    """A URL (already masked) that wraps at its slashes and dots, never mid-word (url_breaks.py)."""
+    return breakable_url(url)
 
 
 @bp.app_template_filter("pretty_json")

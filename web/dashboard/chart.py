@@ -43,13 +43,17 @@ class Series:
 
 
 # Bottom to top. Colours are distinguishable for the common colour-vision
-# deficiencies together with the patterns on the two failure series.
+# deficiencies together with the patterns on the two failure series. The
+# chart counts attempts, so its words are an attempt's, not a delivery's: the
+# overview's cards beside it say Done, Failed and Dead of deliveries, and one
+# dead delivery is six attempts here (five "failed, retried", one "failed, last").
 SERIES: tuple[Series, ...] = (
-    Series("done", "Done", "#2e7d32"),
-    Series("retried", "Retried", "#e0a100"),
-    Series("failed", "Failed", "#d35400", "stripes"),
-    Series("dead", "Dead", "#a01020", "cross"),
+    Series("done", "Succeeded", "#2e7d32"),
+    Series("retried", "Failed, retried", "#e0a100"),
+    Series("failed", "Refused (4xx)", "#d35400", "stripes"),
+    Series("dead", "Failed, last", "#a01020", "cross"),
 )
+UNIT = "attempts"  # what one bar counts, written above the y axis
 _KEYS = tuple(series.key for series in SERIES)
 
 # An attempt's recorded outcome (webhooks.policy.Outcome) -> the series it counts in.
@@ -112,15 +116,14 @@ def _number(value: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def _plural(count: int, word: str) -> str:
-    return f"{count} {word}"
+def _counted(count: int, series: Series) -> str:
+    """``"3 attempts failed, retried"`` (``"1 attempt …"``)."""
+    return f"{count} {UNIT if count != 1 else UNIT[:-1]} {series.label[0].lower()}{series.label[1:]}"
 
 
 def _summary(buckets: Sequence[Bucket]) -> str:
     totals = {key: sum(b.counts.get(key, 0) for b in buckets) for key in _KEYS}
-    parts = ", ".join(
-        _plural(totals[series.key], series.label.lower()) for series in SERIES
-    )
+    parts = "; ".join(_counted(totals[series.key], series) for series in SERIES)
     return f"Last {len(buckets)} hours, attempts by outcome: {parts}."
 
 
@@ -152,7 +155,7 @@ def _fill(series: Series, prefix: str) -> str:
 def render_chart(
     buckets: Sequence[Bucket],
     *,
-    title: str = "Delivery attempts per hour",
+    title: str = "Attempts per hour",
     id_prefix: str = "chart",
     width: int = 760,
     height: int = 260,
@@ -165,7 +168,7 @@ def render_chart(
     if not buckets:
         raise ValueError("at least one bucket is needed")
     prefix = "".join(ch for ch in id_prefix if ch.isalnum() or ch in "-_") or "chart"
-    left, right, top, bottom = 44, 12, 12, 58
+    left, right, top, bottom = 44, 24, 30, 80
     plot_w, plot_h = width - left - right, height - top - bottom
     base_y = top + plot_h
     highest = max(bucket.total for bucket in buckets)
@@ -180,6 +183,8 @@ def render_chart(
         f'<title id="{prefix}-title">{escape(title)}</title>',
         f'<desc id="{prefix}-desc">{escape(_summary(buckets))}</desc>',
         "<defs>" + "".join(_patterns(prefix)) + "</defs>",
+        f'<text class="axis" x="{left + 4}" y="{top - 8}" text-anchor="start" fill="#555555">'
+        f"{UNIT} per hour, hours in UTC</text>",
     ]
     # Grid lines and y labels: 0, 1/4, ... of the scale.
     for i in range(5):
@@ -190,7 +195,7 @@ def render_chart(
             f'stroke="{"#888888" if i == 0 else "#e2e2e2"}" stroke-width="1"/>'
         )
         out.append(
-            f'<text x="{left - 6}" y="{_number(y + 4)}" text-anchor="end" fill="#555555">'
+            f'<text class="axis" x="{left - 6}" y="{_number(y + 4)}" text-anchor="end" fill="#555555">'
             f"{_number(value)}</text>"
         )
     # Bars, bottom to top in SERIES order.
@@ -209,13 +214,14 @@ def render_chart(
                 f'<rect class="bar bar-{series.key}" x="{_number(x)}" y="{_number(y)}" '
                 f'width="{_number(bar_w)}" height="{_number(h)}" fill="{_fill(series, prefix)}" '
                 f'data-count="{count}">'
-                f"<title>{escape(f'{period}: {count} {series.label.lower()}')}</title></rect>"
+                f"<title>{escape(f'{period}: {_counted(count, series)}')}</title></rect>"
             )
-        # x labels every 3 hours, and always the last (current) hour.
-        if index % 3 == 0 or index == len(buckets) - 1:
+        # x labels every 3 hours, counted back from the last (current) hour.
+        if (len(buckets) - 1 - index) % 3 == 0:
             cx = left + index * slot + slot / 2
             out.append(
-                f'<text x="{_number(cx)}" y="{base_y + 15}" text-anchor="middle" fill="#555555">'
+                f'<text class="axis" x="{_number(cx)}" y="{base_y + 22}" text-anchor="middle" '
+                f'fill="#555555">'
                 f"{bucket.start:%H:%M}</text>"
             )
     if highest == 0:
@@ -225,24 +231,20 @@ def render_chart(
             f'stroke-width="6" paint-order="stroke">'
             f"No delivery attempts in the last {len(buckets)} hours</text>"
         )
-    # Legend: swatch, name and the period's total for each series.
-    legend_y = height - 14
-    x = left
-    for series in SERIES:
+    # Legend: swatch, name and the period's total for each series, in two rows of two
+    # (room for the larger text the stylesheet asks for on a phone, where the chart shrinks).
+    column = (width - left - right) / 2
+    for index, series in enumerate(SERIES):
         total = sum(b.counts.get(series.key, 0) for b in buckets)
-        label = f"{series.label} ({total})"
+        x = left + column * (index % 2)
+        y = height - 32 + 24 * (index // 2)
         out.append(
-            f'<rect x="{x}" y="{legend_y - 10}" width="12" height="12" '
+            f'<rect class="swatch" x="{_number(x)}" y="{y - 10}" width="12" height="12" '
             f'fill="{_fill(series, prefix)}" stroke="#333333" stroke-width="0.5"/>'
         )
         out.append(
-            f'<text x="{x + 17}" y="{legend_y}" fill="#222222">'
-            f"{escape(label)}</text>"
+            f'<text class="legend" x="{_number(x + 24)}" y="{y}" fill="#222222">'
+            f"{escape(f'{series.label}: {total}')}</text>"
         )
-        x += 30 + 7 * len(label)
-    out.append(
-        f'<text x="{width - right}" y="{legend_y}" text-anchor="end" fill="#555555">'
-        f"hours in UTC</text>"
-    )
     out.append("</svg>")
     return "".join(out)

@@ -93,15 +93,18 @@ def delivery(delivery_id: str):
     labels = queries.subscription_labels(session, account_id, [found.subscription_id])
     url, deleted = labels.get(found.subscription_id, ("(unknown)", True))
     shown = queries.public_status(found.status)
+    replays = queries.replays_of(session, account_id, found.id)
     return render_template(
         "dashboard/delivery.html",
         delivery=found,
         status=shown,
         attempts=queries.attempts_of(session, found.id),
-        replays=queries.replays_of(session, account_id, found.id),
+        replays=replays,
+        public_status=queries.public_status,
         subscription_url=url,
         subscription_deleted=deleted,
-        replayable=shown in REPLAYABLE and not deleted,
+        # Once replayed, the page points to the replay instead (README, "Dashboard").
+        replayable=shown in REPLAYABLE and not deleted and not replays,
         body=queries.event_body(session, account_id, found.event_id),
     )
 

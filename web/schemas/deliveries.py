@@ -23,6 +23,7 @@ __all__ = [
     "DeliverySchema",
     "DeliveryListSchema",
     "delivery_resource",
+    "shown_next_attempt_at",
 ]
 
 #: The statuses the API shows and filters on, in lifecycle order.
@@ -76,6 +77,19 @@ class DeliveryListSchema(Schema):
     next_cursor = next_cursor_field()
 
 
+def shown_next_attempt_at(delivery: Delivery):
+    """When the next attempt is due, or None while none will be made.
+
+    A ``paused`` delivery is held by its subscription's pause (only the types
+    states.held_by_pause names are ever held) and is not sent until a resume,
+    which makes it due at that moment: the time stored from before the pause is
+    not shown, as the dashboard shows none (docs/api.md, "Deliveries").
+    """
+    if delivery.status == DeliveryStatus.PAUSED.value:
+        return None
+    return delivery.next_attempt_at
+
+
 def delivery_resource(delivery: Delivery, attempts: list[Attempt]) -> dict:
     """What DeliverySchema dumps: the row with its public status and its attempts."""
     return {
@@ -85,7 +99,7 @@ def delivery_resource(delivery: Delivery, attempts: list[Attempt]) -> dict:
         "subscription_id": delivery.subscription_id,
         "status": DeliveryStatus(delivery.status).public,
         "attempt_count": delivery.attempt_count,
-        "next_attempt_at": delivery.next_attempt_at,
+        "next_attempt_at": shown_next_attempt_at(delivery),
         "replay_of": delivery.replay_of,
         "created_at": delivery.created_at,
         "attempts": sorted(attempts, key=lambda attempt: attempt.number),
