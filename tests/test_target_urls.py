@@ -21,7 +21,12 @@ _TAIL = st.lists(_TRICKY, max_size=8).map("".join)
 
 def _normal(host: str | None) -> str:
     host = unquote(host or "").strip("[]").lower()
-    return host if host.isascii() else idna.encode(host, uts46=True).decode("ascii")
+    if host.isascii():
+        return host
+    try:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError:  # e.g. "%a1" unquotes to U+FFFD: no IDNA form, compared as text
+        return host
 
 
 @settings(max_examples=examples(500), deadline=None)
