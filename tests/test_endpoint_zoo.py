@@ -8,12 +8,19 @@ import time
 import pytest
 
 from tests.support.deadlines import SHORT_DEADLINE_S, SLACK_S
-from tests.support.zoo import Certificates, slow_resolver, url_of, zoo
+from tests.support.zoo import Certificates, slow_lookups_held, slow_resolver, url_of, zoo
 from webhooks.transport import HttpSender
 
 TIMEOUT_S = 1.0  # endpoints that answer; the real bound is checked through the worker too
 BODY = b'{"hello":"world"}'
 HEADERS = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _slow_lookups():
+    """The slow-DNS look-ups hang while this module runs, and end with it (not 30 s later)."""
+    with slow_lookups_held():
+        yield
 
 
 @pytest.fixture(scope="module")
