@@ -34,5 +34,8 @@ test: $(BIN)/.installed-test
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 ## test-fast: the tier that needs no server (SQLite, fake senders, local sockets); seconds.
+## Bytecode is cached even under PYTHONDONTWRITEBYTECODE: without the cache each of the three
+## pytest processes compiles the project and re-rewrites the asserts of every test module and
+## of Hypothesis (a pytest plugin), about 1.5 s of CPU each. No schemathesis in this tier.
 test-fast: $(BIN)/.installed-test
-	$(BIN)/python -m pytest -n 2 --tier fast -q
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --tier fast -q -p no:schemathesis

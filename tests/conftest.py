@@ -4,6 +4,7 @@ because celeryconfig reads the settings when the Celery app is first configured.
 from __future__ import annotations
 
 import os
+import re
 
 from tests.support.services import PG_URL, REDIS_URL
 
@@ -25,6 +26,9 @@ TABLES = "attempt_totals, attempt_hours, attempts, deliveries, events, subscript
 # its own. They run on SQLite and local sockets.
 SERVER_FIXTURES = {"postgres", "redis_broker", "workers"}
 SERVER_MARKERS = {"integration", "fault", "soak", "schemathesis", "database", "process"}
+# A module's own markers: `pytestmark = pytest.mark.x` or `= [pytest.mark.x, ...]` at column 0.
+_PYTESTMARK = re.compile(r"^pytestmark\s*=\s*(\[[^\]]*\]|.*)$", re.MULTILINE)
+_MARK_NAME = re.compile(r"\bmark\.(\w+)")
 
 
 def pytest_addoption(parser):
@@ -48,6 +52,26 @@ def pytest_configure(config):
 
         settings.register_profile("fast", max_examples=25)
         settings.load_profile("fast")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """In the fast tier, a test module marked for a server as a whole is not even imported.
+
+    Every one of its tests would be deselected anyway; importing it can cost
+    seconds per xdist worker (test_schemathesis.py builds an app and its
+    OpenAPI document at import). ``make test`` collects everything.
+    """
+    if config.getoption("--tier") != "fast" or collection_path.suffix != ".py":
+        return None
+    if not collection_path.name.startswith("test_"):
+        return None
+    return True if SERVER_MARKERS & _module_markers(collection_path) else None
+
+
+def _module_markers(path) -> set[str]:
+    """The marker names in a module's top-level ``pytestmark = ...``, read without importing it."""
+    statement = _PYTESTMARK.search(path.read_text(encoding="utf-8"))
+    return set(_MARK_NAME.findall(statement.group(1))) if statement else set()
 
 
 def pytest_collection_modifyitems(config, items):
@@ -82,33 +106,30 @@ def db(postgres, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def _migrated_sqlite(tmp_path_factory):
-    """A SQLite file migrated once per run; each test gets a copy (migrating takes 0.3 s)."""
+def _sqlite_url(tmp_path_factory):
+    """A SQLite file migrated once per run (0.3 s), shared by this process's tests."""
     from webhooks.migrate import upgrade
 
-    from webhooks.db import get_engine
-
-    path = tmp_path_factory.mktemp("sqlite-template") / "webhooks.db"
-    url = f"sqlite:///{path}"
+    url = f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'webhooks.db'}"
     upgrade(url)
-    get_engine(url).dispose()
-    import sqlite3
-
-    with sqlite3.connect(path) as connection:  # everything in the main file, none in the WAL
-        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return path
+    return url
 
 
 @pytest.fixture
-def sqlite_db(tmp_path, monkeypatch, _migrated_sqlite):
-    """A fresh migrated SQLite file for one test; settings point at it."""
-    import shutil
+def sqlite_db(_sqlite_url, monkeypatch):
+    """The migrated SQLite database, emptied for this test; settings point at it.
 
-    path = tmp_path / "webhooks.db"
-    shutil.copyfile(_migrated_sqlite, path)
-    url = f"sqlite:///{path}"
-    _use_database(monkeypatch, url)
-    yield url
+    One file and one engine for every test of a process, like ``db``: a file
+    and engine of each test's own cost it a new pool and a cold statement
+    cache (SQLAlchemy compiles per engine), about a third of the fast tier's time.
+    """
+    from webhooks.db import get_engine
+
+    _use_database(monkeypatch, _sqlite_url)
+    with get_engine(_sqlite_url).begin() as connection:
+        for table in TABLES.split(", "):  # children first: foreign keys are on
+            connection.execute(text(f"DELETE FROM {table}"))
+    yield _sqlite_url
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
@@ -156,11 +177,13 @@ def receiver():
 
 @pytest.fixture
 def published(monkeypatch):
-    """Capture the deliver messages that would go to the broker (call .settled() to read)."""
+    """Capture the deliver messages and sweep requests that would go to the broker
+    (call .settled() to read; ``.sweeps`` counts the sweeps)."""
     from tests.factories import Published
 
     sent = Published()
     monkeypatch.setattr("webhooks.queue.publish", lambda items: sent.extend(items) or [])
+    monkeypatch.setattr("webhooks.queue.request_sweep", sent.request_sweep)
     return sent
 
 

@@ -27,7 +27,17 @@ def make_subscription(account_id: str, url: str, event_types=None, status="activ
 
 
 class Published(list):
-    """Deliver messages captured instead of sent; ``settled()`` waits for the background publisher."""
+    """Deliver messages captured instead of sent; ``settled()`` waits for the background publisher.
+
+    ``sweeps`` counts the sweeps asked for (``request_sweep``), which are not sent either.
+    """
+
+    sweeps = 0
+
+    def request_sweep(self) -> bool:
+        """Stands in for queue.request_sweep: counted, and accepted as a reachable broker would."""
+        self.sweeps += 1
+        return True
 
     def settled(self) -> "Published":
         from webhooks import publisher

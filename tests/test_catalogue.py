@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.examples import examples
 from webhooks.catalogue import (
     CATALOGUE,
     EVENT_TYPE_NAMES,
@@ -365,13 +366,13 @@ def assert_error_shape(errors) -> None:
         assert all(isinstance(m, str) for m in messages)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(event_type=st.sampled_from(SPEC_ORDER) | st.text(), data=JSON)
 def test_validate_data_never_raises_on_arbitrary_json(event_type, data):
     assert_error_shape(validate_data(event_type, data))
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.data())
 def test_validate_data_never_raises_on_mutated_samples(draw):
     event_type = draw.draw(st.sampled_from(SPEC_ORDER))

@@ -7,13 +7,20 @@ import time
 
 import pytest
 
-from tests.support.zoo import Certificates, slow_resolver, url_of, zoo
+from tests.support.deadlines import SHORT_DEADLINE_S, SLACK_S
+from tests.support.zoo import Certificates, slow_lookups_held, slow_resolver, url_of, zoo
 from webhooks.transport import HttpSender
 
-TIMEOUT_S = 1.0
-SLACK_S = 1.0  # a loaded 2-core machine; the real bound is checked through the worker too
+TIMEOUT_S = 1.0  # endpoints that answer; the real bound is checked through the worker too
 BODY = b'{"hello":"world"}'
 HEADERS = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _slow_lookups():
+    """The slow-DNS look-ups hang while this module runs, and end with it (not 30 s later)."""
+    with slow_lookups_held():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -29,10 +36,20 @@ def endpoints(certificates):
         endpoint.close()
 
 
+def _sender(certificates, timeout: float) -> HttpSender:
+    return HttpSender(timeout=timeout, allow_private=True, ca_bundle=str(certificates.ca_bundle),
+                      resolver=slow_resolver)
+
+
 @pytest.fixture(scope="module")
 def sender(certificates):
-    return HttpSender(timeout=TIMEOUT_S, allow_private=True, ca_bundle=str(certificates.ca_bundle),
-                      resolver=slow_resolver)
+    return _sender(certificates, TIMEOUT_S)
+
+
+@pytest.fixture(scope="module")
+def hasty(certificates):
+    """For the endpoints that never finish: they wait out whatever deadline they are given."""
+    return _sender(certificates, SHORT_DEADLINE_S)
 
 
 NAMES = [
@@ -44,12 +61,13 @@ NAMES = [
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_each_zoo_endpoint_ends_as_expected_within_its_deadline(sender, endpoints, name):
+def test_each_zoo_endpoint_ends_as_expected_within_its_deadline(sender, hasty, endpoints, name):
     endpoint, expect = endpoints[name]
+    chosen = hasty if expect.kind == "timeout" else sender
     started = time.monotonic()
-    result = sender.post(url_of(name, endpoint), BODY, HEADERS)
+    result = chosen.post(url_of(name, endpoint), BODY, HEADERS)
     elapsed = time.monotonic() - started
-    assert elapsed <= TIMEOUT_S + SLACK_S, (name, elapsed)
+    assert elapsed <= chosen.timeout + SLACK_S, (name, elapsed)
     if expect.error is None:
         assert (result.status_code, result.error) == (expect.status_code, None), result
     else:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from sqlalchemy import func, select
 
 from tests.factories import Published, make_account, make_subscription
+from tests.support.examples import examples
 from webhooks import emit_event
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.db import session_scope
@@ -174,7 +175,7 @@ def near_headers(draw):
     return draw(st.sampled_from([",", ", ", ",,", ";"])).join(parts)
 
 
-@settings(deadline=None, database=None, max_examples=500)
+@settings(deadline=None, database=None, max_examples=examples(500))
 @given(
     body=st.binary(max_size=64),
     header=near_headers() | any_text | st.text(max_size=200),
@@ -190,7 +191,7 @@ def test_verify_raises_only_invalid_signature(body, header, secret, now):
         pytest.fail(f"a header that sign() did not make verified: {header!r}")
 
 
-@settings(deadline=None, database=None, max_examples=200)
+@settings(deadline=None, database=None, max_examples=examples(200))
 @given(body=st.binary(max_size=64), flip=st.integers(min_value=0, max_value=63))
 def test_verify_refuses_any_changed_digest(body, flip):
     header = sign(SECRET, body, 1_800_000_000)

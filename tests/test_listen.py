@@ -53,7 +53,9 @@ def listener():
     def start(**kwargs):
         out = io.StringIO()
         server = Listener(secret=SECRET, port=0, out=out, **kwargs)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # A short poll: shutdown() at teardown waits up to one poll interval (0.2 s in serve_forever).
+        threading.Thread(target=server.server.serve_forever, kwargs={"poll_interval": 0.01},
+                         daemon=True).start()
         made.append(server)
         return server, out
 
@@ -174,6 +176,7 @@ def test_the_command_needs_a_secret_and_a_free_port(tmp_path):
     assert busy.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr
 
 
+@pytest.mark.process
 def test_the_command_verifies_with_either_of_two_secrets_during_a_rotation(tmp_path):
     old, new = SECRET, "whsec_the-next-secret-of-the-rotation"
     process = subprocess.Popen(

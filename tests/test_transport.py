@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from tests.support.deadlines import ANSWER_DEADLINE_S, SHORT_DEADLINE_S, SLACK_S, trickle_interval
 from tests.support.rawserver import RawServer
 from webhooks.failures import ErrorKind
 from webhooks.transport import EXCERPT_BYTES, HttpSender
@@ -15,7 +16,13 @@ BODY = b'{"hello":"world"}'
 
 @pytest.fixture
 def sender():
-    return HttpSender(timeout=1.5, allow_private=True)
+    return HttpSender(timeout=ANSWER_DEADLINE_S, allow_private=True)
+
+
+@pytest.fixture
+def hasty():
+    """A sender for receivers that never finish: any deadline shows the attempt ends at it."""
+    return HttpSender(timeout=SHORT_DEADLINE_S, allow_private=True)
 
 
 def serve(behaviour):
@@ -55,42 +62,42 @@ def test_response_excerpt_is_the_first_kib(sender):
     server.close()
 
 
-def test_hanging_receiver_ends_at_the_timeout(sender):
-    server, url = serve(lambda conn: time.sleep(5))
+def test_hanging_receiver_ends_at_the_timeout(hasty):
+    server, url = serve(lambda conn: time.sleep(SHORT_DEADLINE_S + 5))
     started = time.monotonic()
-    result = sender.post(url, BODY, HEADERS)
+    result = hasty.post(url, BODY, HEADERS)
     elapsed = time.monotonic() - started
     assert result.status_code is None and result.error.startswith("timeout")
-    assert 1.4 < elapsed < 2.5
+    assert SHORT_DEADLINE_S - 0.1 < elapsed < SHORT_DEADLINE_S + SLACK_S
     server.close()
 
 
-def test_trickling_headers_end_at_the_timeout(sender):
+def test_trickling_headers_end_at_the_timeout(hasty):
     def trickle(conn):
         for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 100:
             conn.sendall(bytes([byte]))
-            time.sleep(0.2)  # each read is quick; the whole response never ends in time
+            time.sleep(trickle_interval())  # each read is quick; the whole response never ends in time
 
     server, url = serve(trickle)
     started = time.monotonic()
-    result = sender.post(url, BODY, HEADERS)
+    result = hasty.post(url, BODY, HEADERS)
     assert result.status_code is None and result.error.startswith("timeout")
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < SHORT_DEADLINE_S + SLACK_S
     server.close()
 
 
-def test_trickling_body_ends_at_the_timeout(sender):
+def test_trickling_body_ends_at_the_timeout(hasty):
     def trickle(conn):
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n")
         for _ in range(1000):
             conn.sendall(b"x")
-            time.sleep(0.2)
+            time.sleep(trickle_interval())
 
     server, url = serve(trickle)
     started = time.monotonic()
-    result = sender.post(url, BODY, HEADERS)
+    result = hasty.post(url, BODY, HEADERS)
     assert result.status_code is None and result.error.startswith("timeout")
-    assert time.monotonic() - started < 2.5
+    assert time.monotonic() - started < SHORT_DEADLINE_S + SLACK_S
     server.close()
 
 
@@ -151,7 +158,7 @@ def test_keep_alive_connection_is_reused(sender):
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "2130706433", "0x7f.1", "127.1"])
 def test_guard_refuses_loopback_in_every_spelling(host):
     server, _ = serve(answer(200))
-    guarded = HttpSender(timeout=1.5, allow_private=False)
+    guarded = HttpSender(timeout=ANSWER_DEADLINE_S, allow_private=False)
     result = guarded.post(f"http://{host}:{server.port}/hook", BODY, HEADERS)
     assert result.status_code is None and result.error.startswith("refused")
     assert server.requests == 0
@@ -163,7 +170,7 @@ def test_guard_refuses_ipv6_loopback():
         server = RawServer(answer(200), host="::1")
     except OSError:
         pytest.skip("no IPv6 loopback on this machine")
-    guarded = HttpSender(timeout=1.5, allow_private=False)
+    guarded = HttpSender(timeout=ANSWER_DEADLINE_S, allow_private=False)
     result = guarded.post(f"http://[::1]:{server.port}/hook", BODY, HEADERS)
     assert result.error.startswith("refused") and server.requests == 0
     server.close()
@@ -172,7 +179,7 @@ def test_guard_refuses_ipv6_loopback():
 def test_guard_checks_the_address_on_every_new_connection():
     """A kept-alive pool must not let a refused host through on a later attempt."""
     server, _ = serve(answer(200))
-    guarded = HttpSender(timeout=1.5, allow_private=False)
+    guarded = HttpSender(timeout=ANSWER_DEADLINE_S, allow_private=False)
     for _ in range(2):
         result = guarded.post(f"http://localhost:{server.port}/", BODY, HEADERS)
         assert result.error.startswith("refused")

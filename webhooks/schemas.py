@@ -23,6 +23,8 @@ from datetime import date
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
+from .envelope import MODE
+
 from .fields import (  # noqa: F401 - the field types are re-exported for callers
     StrictString, StrictInteger, StrictNumber, StrictBoolean, StrictList, CanonicalUUID, Timestamp, NAME_MAX, SUBJECT_MAX, URL_MAX, USER_AGENT_MAX, DIAGNOSTIC_MAX, DNS_VALUE_MAX, MAX_ITEMS, text, pattern, label, one_of, email, phone, hostname, integer, unique, DATE_RE, CURRENCY_RE,
 )
@@ -248,15 +250,23 @@ def _calendar_date(value: str) -> None:
 
 
 class EnvelopeSchema(_DataSchema):
-    """The envelope (docs/events.md): the request body of every delivery; ``data`` is checked by type."""
+    """The envelope (docs/events.md): the request body of every delivery; ``data`` is checked by type.
+
+    The one description of the envelope: the OpenAPI document's per-type
+    envelopes (web/schemas/events.py) are subclasses that narrow ``type`` and
+    nest ``data``, so a field added here appears there too.
+    """
 
     version = StrictString(
-        validate=[validate.Regexp(DATE_RE, error="Must be YYYY-MM-DD."), _calendar_date]
+        validate=[validate.Regexp(DATE_RE, error="Must be YYYY-MM-DD."), _calendar_date],
+        metadata={"description": "YYYY-MM-DD; equals the version header"},
     )
     id = CanonicalUUID()
     type = one_of(*DATA_SCHEMAS)
-    mode = one_of("live", "test")
-    created_at = Timestamp(suffix="Z")
+    mode = one_of(MODE)  # the only mode the service sends (docs/events.md)
+    created_at = Timestamp(
+        suffix="Z", metadata={"description": "UTC, ISO 8601, milliseconds, Z suffix"}
+    )
     data = fields.Dict(required=True)
 
     @validates_schema

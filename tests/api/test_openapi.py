@@ -8,6 +8,10 @@ import pytest
 
 from web import create_app
 from web.openapi import build_openapi
+from web.schemas import ENVELOPE_SCHEMAS
+from webhooks.catalogue import CATALOGUE
+from webhooks.envelope import build_envelope
+from webhooks.schemas import EnvelopeSchema
 
 PREFIX = "/api/webhooks/"
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
@@ -106,6 +110,41 @@ def test_the_resource_schemas_match_the_contract(document):
     )
     assert set(schemas["Error"]["properties"]) == {"error"}
     assert len(schemas["Envelope"]["oneOf"]) == 15
+
+
+def test_each_typed_envelope_is_the_core_envelope(document):
+    """The document's envelopes say what the core signs and sends: EnvelopeSchema's own fields,
+    in its order, with only ``type`` narrowed and ``data`` nested per type."""
+    core = EnvelopeSchema._declared_fields
+    schemas = document["components"]["schemas"]
+    for event_type in CATALOGUE:
+        typed = ENVELOPE_SCHEMAS[event_type.name]
+        assert list(typed._declared_fields) == list(core), event_type.name
+        for name, field in core.items():
+            if name not in ("type", "data"):
+                assert typed._declared_fields[name] is field, (event_type.name, name)
+        component = schemas[typed.__name__]
+        assert list(component["properties"]) == list(core)
+        assert set(component["required"]) == set(core)
+        assert component["properties"]["type"]["enum"] == [event_type.name]
+        assert component["properties"]["mode"]["enum"] == ["live"]
+
+
+def test_a_built_envelope_has_the_schemas_fields_in_their_order():
+    """build_envelope (what is serialised and signed) writes exactly EnvelopeSchema's fields."""
+    import datetime as dt
+
+    from webhooks.samples import sample_data
+
+    for event_type in CATALOGUE:
+        body = build_envelope(
+            event_id="5f0c8a52-3c1e-4b7e-9a0d-2f7c1b9e4d61", event_type=event_type.name,
+            data=sample_data(event_type.name), created_at=dt.datetime.now(dt.timezone.utc),
+            version="2026-07-30",
+        )
+        assert list(body) == list(EnvelopeSchema._declared_fields)
+        assert EnvelopeSchema().validate(body) == {}
+        assert ENVELOPE_SCHEMAS[event_type.name]().validate(body) == {}
 
 
 def test_patterns_are_anchored_ecma_regexes(document):

@@ -14,15 +14,17 @@ recorded ``error`` (or the status code recorded), and the kind of error.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import ipaddress
 import socket
 import ssl
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import trustme
 from cryptography import x509
@@ -32,18 +34,38 @@ from cryptography.x509.oid import NameOID
 
 from tests.support.rawserver import RawServer
 
-__all__ = ["Certificates", "ZooEndpoint", "Expect", "zoo", "SLOW_DNS_SUFFIX", "slow_resolver"]
+__all__ = ["Certificates", "ZooEndpoint", "Expect", "zoo", "SLOW_DNS_SUFFIX", "slow_resolver",
+           "slow_lookups_held"]
 
 SLOW_DNS_SUFFIX = ".slow-dns.test"
 SLOW_DNS_SECONDS = 30.0  # far past any attempt's deadline in the tests
 
 
+_lookups_released = threading.Event()
+
+
 def slow_resolver(host: str, port: int) -> list:
-    """A resolver (the sender's seam) whose look-up of a SLOW_DNS_SUFFIX host hangs."""
+    """A resolver (the sender's seam) whose look-up of a SLOW_DNS_SUFFIX host hangs
+    (SLOW_DNS_SECONDS, or until ``slow_lookups_held`` ends)."""
     if host.endswith(SLOW_DNS_SUFFIX):
-        time.sleep(SLOW_DNS_SECONDS)
+        _lookups_released.wait(SLOW_DNS_SECONDS)
         host = "127.0.0.1"
     return socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
+
+
+@contextlib.contextmanager
+def slow_lookups_held() -> Iterator[None]:
+    """Slow look-ups hang inside the block; leaving it ends those still hanging.
+
+    The sender looks names up on a thread pool, and Python joins its threads
+    when the process exits: a look-up left hanging held the exit of a pytest
+    worker up to SLOW_DNS_SECONDS after the test that started it.
+    """
+    _lookups_released.clear()
+    try:
+        yield
+    finally:
+        _lookups_released.set()
 
 
 class Certificates:

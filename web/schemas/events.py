@@ -1,9 +1,9 @@
 """Event resources: the catalogue's event types and the sample envelopes.
 
-``ENVELOPE_SCHEMAS`` has one envelope schema per event type, its ``type``
-fixed and its ``data`` the type's strict schema from the catalogue, so the
-OpenAPI document says exactly what each sample (and each delivery body)
-looks like.
+``ENVELOPE_SCHEMAS`` has one envelope schema per event type: the core's
+``EnvelopeSchema`` with its ``type`` fixed and its ``data`` the type's strict
+schema from the catalogue, so the OpenAPI document says exactly what each
+sample (and each delivery body) looks like.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from marshmallow import EXCLUDE, Schema, fields, validate
 
 from webhooks.catalogue import CATALOGUE, EVENT_TYPE_NAMES, EventType
-from webhooks.envelope import MODE
+from webhooks.fields import one_of
+from webhooks.schemas import EnvelopeSchema
 
 __all__ = [
     "EventTypeSchema",
@@ -47,23 +48,19 @@ def _camel(name: str) -> str:
 
 
 def _envelope_schema(event_type: EventType) -> type[Schema]:
-    """The envelope (docs/events.md) for one type: version, id, type, mode, created_at (UTC, ``Z``), data."""
-    return Schema.from_dict(
+    """The core's EnvelopeSchema narrowed to one type: ``type`` is that type, ``data`` its schema.
+
+    A subclass, not a copy: every other field (and any field added to the
+    envelope later) is the core's own, so the document cannot drift from
+    what is signed and sent.
+    """
+    return type(
+        f"{_camel(event_type.name)}Envelope",
+        (EnvelopeSchema,),
         {
-            "version": fields.String(
-                required=True,
-                validate=validate.Regexp(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"),
-                metadata={"description": "YYYY-MM-DD; equals the version header"},
-            ),
-            "id": fields.UUID(required=True),
-            "type": fields.String(required=True, validate=validate.OneOf([event_type.name])),
-            "mode": fields.String(required=True, validate=validate.OneOf([MODE])),
-            "created_at": fields.DateTime(
-                required=True, metadata={"description": "UTC, ISO 8601, milliseconds, Z suffix"}
-            ),
+            "type": one_of(event_type.name),
             "data": fields.Nested(event_type.schema, required=True),
         },
-        name=f"{_camel(event_type.name)}Envelope",
     )
 
 
