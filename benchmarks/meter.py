@@ -68,4 +68,6 @@ class Meter:
             ours = wal["this_database"]
             out["wal_bytes_per_delivery"] = round(ours * per) if ours is not None else None
             out["wal_bytes_all_databases_per_delivery"] = round(wal["all_databases"] * per)
+            if wal.get("error"):
+                out["wal_error"] = wal["error"]
         return out

@@ -88,7 +88,8 @@ def database_counters(connection, database: str) -> dict:
 def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | None:
     """WAL bytes between two positions: all of it, and the records of database ``oid``.
 
-    None when pg_waldump or the WAL directory is out of reach (another machine).
+    ``this_database`` is None when pg_waldump or the WAL directory is out of reach
+    (another machine), or when pg_waldump cannot read the whole range (``error`` says why).
     """
     total = connection.execute(text("SELECT pg_wal_lsn_diff(:e, :s)"),
                                {"e": end_lsn, "s": start_lsn}).scalar()
@@ -96,8 +97,14 @@ def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | N
     wal_dir = Path(connection.execute(text("SHOW data_directory")).scalar()) / "pg_wal"
     if waldump is None or not wal_dir.is_dir():
         return {"all_databases": int(total), "this_database": None}
-    out = subprocess.run([waldump, "-p", str(wal_dir), "-s", start_lsn, "-e", end_lsn],
-                         capture_output=True, text=True, timeout=300).stdout
+    done = subprocess.run([waldump, "-p", str(wal_dir), "-s", start_lsn, "-e", end_lsn],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        # Typically: the server recycled the first segments already (more than max_wal_size
+        # written meanwhile, by other databases too). A partial count would be wrong.
+        error = (done.stderr.strip().splitlines() or ["pg_waldump failed"])[-1]
+        return {"all_databases": int(total), "this_database": None, "error": error}
+    out = done.stdout
     ours, transactions, commits = 0, set(), []
     for line in out.splitlines():
         record = _RECORD.search(line)
