@@ -19,6 +19,31 @@ DEFAULT_BROKER_URL = "redis://127.0.0.1:6379/14"
 DEFAULT_POOLS = "prefork:2,threads:32"
 
 
+# Options that change one of the sizes (context.Sizes): flag, field, type, help with the
+# full run's default.
+SIZE_OPTIONS = [
+    ("--deliveries", "throughput_deliveries", int, "deliveries per throughput run (20000)"),
+    ("--backlog", "backlog_deliveries", int, "deliveries in the backlog (100000)"),
+    ("--backlog-countdown-fraction", "backlog_countdown_fraction", float,
+     "share of the backlog riding countdown messages (0.8)"),
+    ("--backlog-wait", "backlog_wait", float,
+     "seconds from seeding until the backlog falls due (600)"),
+    ("--latency-seconds", "latency_seconds", float, "seconds of paced emitting (20)"),
+    ("--isolation-seconds", "isolation_seconds", float, "seconds per isolation phase (20)"),
+    ("--events", "history_events", int, "events seeded for the history scenario (2000000)"),
+    ("--purge-rows", "purge_rows", int, "rows the purge scenario seeds and deletes (1000000)"),
+    ("--realistic-deliveries", "realistic_deliveries", int,
+     "deliveries per phase of the realistic scenario (6000)"),
+    ("--slow-delay-ms", "realistic_slow_ms", float,
+     "the realistic scenario's uniform answer time, ms (200)"),
+    ("--tenants", "tenants", int, "accounts of the realistic and shared subscriptions (10)"),
+    ("--shared-seconds", "shared_seconds", float, "the shared scenario's timed window, s (30)"),
+    ("--shared-emitters", "shared_emitters", int, "emitting processes in the shared scenario (2)"),
+    ("--shared-backlog", "shared_backlog", int,
+     "messages the shared scenario's emitters let wait at most (1000)"),
+]
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks",
@@ -30,28 +55,23 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="tiny sizes and 1 repeat: the seconds-long smoke run CI uses")
     parser.add_argument("--scenarios", default=",".join(ORDER),
                         help=f"comma-separated, from: {', '.join(ALL)} (default: all but "
-                             "cost and profile)")
+                             "cost, profile and django_webhook2)")
     parser.add_argument("--repeats", type=int, help="runs per scenario (default 3; 1 with --quick)")
     parser.add_argument("--pools", help="pools for ceiling and throughput, e.g. "
                         f"prefork:2,prefork:4,threads:16 (default {DEFAULT_POOLS}; "
                         "the Procfile's with --quick)")
     parser.add_argument("--scenario-pool",
-                        help="pool for emit..punctuality workers (default: the Procfile's)")
-    parser.add_argument("--deliveries", type=int, help="deliveries per throughput run (20000)")
-    parser.add_argument("--backlog", type=int, help="deliveries in the backlog (100000)")
-    parser.add_argument("--backlog-countdown-fraction", type=float,
-                        help="share of the backlog riding countdown messages (0.8)")
-    parser.add_argument("--backlog-wait", type=float,
-                        help="seconds from seeding until the backlog falls due (600)")
-    parser.add_argument("--latency-seconds", type=float, help="seconds of paced emitting (20)")
-    parser.add_argument("--isolation-seconds", type=float, help="seconds per isolation phase (20)")
-    parser.add_argument("--events", type=int,
-                        help="events seeded for the history scenario (2000000)")
-    parser.add_argument("--purge-rows", type=int,
-                        help="rows the purge scenario seeds and deletes (1000000)")
+                        help="pool of the other scenarios' workers, emit to shared and "
+                             "django_webhook2 (default: the Procfile's)")
+    for flag, field, kind, text in SIZE_OPTIONS:
+        parser.add_argument(flag, dest=field, type=kind, metavar="N", help=text)
     parser.add_argument("--purge-pace", metavar="INTERVAL,SECONDS",
                         help="the purge scenario's schedule: a run of SECONDS every INTERVAL "
                              "(default: WEBHOOKS_PURGE_INTERVAL, WEBHOOKS_PURGE_SECONDS: 60,10)")
+    parser.add_argument("--delay-mix", metavar="LOW-HIGH",
+                        help="the realistic scenario's range of answer times, ms (50-1000)")
+    parser.add_argument("--ceiling-pool", default="prefork:2",
+                        help="the shared scenario's ceiling worker (default prefork:2)")
     parser.add_argument("--rate", type=float,
                         help="events/s for latency and isolation (default: half the measured "
                              "throughput of the scenario pool)")
@@ -77,11 +97,8 @@ def build_options(args: argparse.Namespace):
                                 if args.quick else DEFAULT_POOLS)
     sizes = replace_sizes(
         QUICK if args.quick else FULL,
-        throughput_deliveries=args.deliveries, backlog_deliveries=args.backlog,
-        backlog_countdown_fraction=args.backlog_countdown_fraction, backlog_wait=args.backlog_wait,
-        latency_seconds=args.latency_seconds, isolation_seconds=args.isolation_seconds,
-        history_events=args.events, purge_rows=args.purge_rows,
-        purge_pace=_pace(args.purge_pace),
+        **{field: getattr(args, field) for _, field, _, _ in SIZE_OPTIONS},
+        purge_pace=_pace(args.purge_pace), realistic_mix_ms=_mix(args.delay_mix),
     )
     return Options(
         database_url=os.environ["WEBHOOKS_DATABASE_URL"],
@@ -95,6 +112,7 @@ def build_options(args: argparse.Namespace):
         loglevel=args.loglevel,
         output=Path(args.output),
         rate=args.rate,
+        ceiling_pool=PoolConfig.parse(args.ceiling_pool),
     )
 
 
@@ -109,6 +127,16 @@ def _pace(text: str | None) -> tuple[float, float] | None:
     if interval <= 0 or not 0 < seconds <= interval:
         raise SystemExit(f"--purge-pace needs 0 < SECONDS <= INTERVAL, got {text!r}")
     return interval, seconds
+
+
+def _mix(text: str | None) -> tuple[float, float] | None:
+    """``--delay-mix 50-1000`` as (50.0, 1000.0) ms; None when not given."""
+    from .mix import parse_range_ms
+
+    try:
+        return parse_range_ms(text) if text else None
+    except ValueError as exc:
+        raise SystemExit(f"--delay-mix: {exc}") from None
 
 
 def run_scenarios(ctx, save) -> list[str]:

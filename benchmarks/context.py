@@ -87,6 +87,16 @@ class Sizes:
     # (interval, seconds per run) of the scheduled purge; 0: the WEBHOOKS_PURGE_* settings
     purge_pace: tuple[float, float] = (0.0, 0.0)
     cost_deliveries: int = 5_000  # deliveries drained to measure what one costs (--scenarios cost)
+    realistic_deliveries: int = 6_000  # per phase, spread evenly over the subscriptions
+    realistic_subscriptions: int = 100
+    realistic_slow_ms: float = 200.0  # every endpoint's answer time in the second phase
+    realistic_mix_ms: tuple[float, float] = (50.0, 1000.0)  # the third phase's range (mix.py)
+    tenants: int = 10  # accounts the realistic and shared subscriptions are spread over
+    shared_seconds: float = 30.0  # the timed window while emitters and a worker share the machine
+    shared_warmup: float = 3.0  # s from the first arrival to the start of that window
+    shared_monitor_seconds: float = 5.0  # a further window counting Redis commands (MONITOR)
+    shared_emitters: int = 2  # emitting processes
+    shared_backlog: int = 1_000  # messages the emitters let wait at most (back-pressure)
 
 
 FULL = Sizes()
@@ -98,6 +108,8 @@ QUICK = Sizes(
     punctuality_countdown_limit=1, history_events=3_000, history_small=1_000, history_repeats=3,
     history_rounds=1,
     purge_rows=3_000, purge_deliveries=200, cost_deliveries=100,
+    realistic_deliveries=200, realistic_subscriptions=20, shared_seconds=2.0, shared_warmup=0.5,
+    shared_monitor_seconds=1.0, shared_backlog=200,
 )
 
 
@@ -116,6 +128,7 @@ class Options:
     loglevel: str = "INFO"
     output: Path = Path("bench-results.json")
     rate: float | None = None  # events/s for the paced scenarios; None: half the measured maximum
+    ceiling_pool: PoolConfig = PoolConfig("prefork", 2)  # the shared scenario's ceiling worker
 
 
 @dataclass

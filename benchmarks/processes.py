@@ -145,10 +145,14 @@ class Registry:
 
 def start_worker(registry: Registry, *, name: str, env: dict, log_dir: Path, app: str = "worker",
                  pool: str = "prefork", concurrency: int = 2, queues: str = "webhooks",
-                 loglevel: str = "INFO", wait: bool = True, timeout: float = 60.0) -> ManagedProcess:
-    """``celery -A <app> worker`` with this pool and concurrency; returns once it is ready."""
+                 loglevel: str = "INFO", wait: bool = True, timeout: float = 60.0,
+                 python: str = sys.executable) -> ManagedProcess:
+    """``celery -A <app> worker`` with this pool and concurrency; returns once it is ready.
+
+    ``python`` is the interpreter (another virtualenv's, for django-webhook2).
+    """
     argv = [
-        sys.executable, "-m", "celery", "-A", app, "worker",
+        python, "-m", "celery", "-A", app, "worker",
         "--pool", pool, "--concurrency", str(concurrency), "--queues", queues,
         "--loglevel", loglevel, "--without-gossip", "--without-mingle",
         "--hostname", f"bench-{name}-{os.getpid()}-{time.monotonic_ns()}@%h",

@@ -3,11 +3,13 @@
 It answers every POST at once (200 by default), records the arrival time
 (``time.time()``, seconds) and the delivery headers of each request in
 memory, and can be told per path to answer 500 (``fail``) or to hang until
-the client gives up (``hang``). It is driven over HTTP on the same port
-through ``/_bench/...`` paths, which are never recorded:
+the client gives up (``hang``), and to answer only after a delay (a slow
+endpoint: the connection's coroutine sleeps, the others go on). It is driven
+over HTTP on the same port through ``/_bench/...`` paths, never recorded:
 
 - ``POST /_bench/mode``     body ``{"path": "/x", "mode": "ok"|"fail"|"hang"}``
-- ``POST /_bench/reset``    forget every record and mode
+- ``POST /_bench/delay``    body ``{"delays": {"/x": 0.2, ...}}``: seconds before answering
+- ``POST /_bench/reset``    forget every record, mode and delay
 - ``GET  /_bench/count``    ``{"total": n, "paths": {path: n}, "hanging": n}``
 - ``GET  /_bench/records``  one line per request: ``at path delivery_id event_id attempt``
 
@@ -66,6 +68,7 @@ class _Server:
         self.header_event = prefix + b"event-id"
         self.header_attempt = prefix + b"attempt"
         self.modes: dict[str, str] = {}
+        self.delays: dict[str, float] = {}  # path -> seconds to wait before answering
         self.records: list[tuple] = []
         self.counts: Counter = Counter()
         self.hanging = 0
@@ -96,6 +99,9 @@ class _Server:
                 if mode == HANG:
                     await self._hang(reader)
                     return
+                delay = self.delays.get(path)
+                if delay:
+                    await asyncio.sleep(delay)  # only this connection waits
                 writer.write(_RESPONSES[mode])
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError, ValueError):
             pass
@@ -120,10 +126,17 @@ class _Server:
                 return _reply(400, {"error": f"mode must be one of {MODES}"})
             self.modes[request["path"]] = request["mode"]
             return _reply(200, {"modes": self.modes})
+        if url.path == "/_bench/delay" and method == "POST":
+            delays = {path: float(secs) for path, secs in json.loads(body)["delays"].items()}
+            if any(not 0 <= secs <= MAX_HANG_S for secs in delays.values()):
+                return _reply(400, {"error": f"a delay is 0 to {MAX_HANG_S} s"})
+            self.delays.update(delays)
+            return _reply(200, {"delays": len(self.delays)})
         if url.path == "/_bench/reset" and method == "POST":
             self.records.clear()
             self.counts.clear()
             self.modes.clear()
+            self.delays.clear()
             return _reply(200, {"ok": True})
         if url.path == "/_bench/count":
             return _reply(200, {"total": len(self.records), "paths": dict(self.counts),
@@ -199,7 +212,12 @@ class ReceiverClient:
         """Make ``path`` answer 200 (``ok``), 500 (``fail``) or never (``hang``)."""
         self._call("POST", "/_bench/mode", {"path": path, "mode": mode})
 
+    def set_delays(self, delays: dict[str, float]) -> None:
+        """Make each path answer after that many seconds (0: at once), without blocking others."""
+        self._call("POST", "/_bench/delay", {"delays": delays})
+
     def reset(self) -> None:
+        """Forget every record, mode and delay."""
         self._call("POST", "/_bench/reset", {})
 
     def counts(self) -> dict:

@@ -1,6 +1,7 @@
-"""Where the resources of a run go: CPU of processes, and PostgreSQL's commits and WAL.
+"""Where the resources of a run go: CPU of processes, PostgreSQL's commits and WAL, Redis commands.
 
-Used by the cost scenario to turn a drain into figures per delivery.
+Used (through ``meter.Meter``) by the cost, realistic and shared scenarios
+to turn a window of a run into figures per delivery.
 PostgreSQL's server is shared (other databases write WAL too), so WAL is
 counted from the records themselves (``pg_waldump``) that touch this
 database's relations, plus the commit records of their transactions.
@@ -12,11 +13,15 @@ import os
 import re
 import shutil
 import subprocess
+import threading
+import time
+from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import text
 
-__all__ = ["group_cpu_s", "process_cpu_s", "BackendCpu", "database_counters", "wal_bytes_of"]
+__all__ = ["group_cpu_s", "process_cpu_s", "BackendCpu", "database_counters", "wal_bytes_of",
+           "RedisCommands"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _RECORD = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+)")
@@ -83,7 +88,8 @@ def database_counters(connection, database: str) -> dict:
 def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | None:
     """WAL bytes between two positions: all of it, and the records of database ``oid``.
 
-    None when pg_waldump or the WAL directory is out of reach (another machine).
+    ``this_database`` is None when pg_waldump or the WAL directory is out of reach
+    (another machine), or when pg_waldump cannot read the whole range (``error`` says why).
     """
     total = connection.execute(text("SELECT pg_wal_lsn_diff(:e, :s)"),
                                {"e": end_lsn, "s": start_lsn}).scalar()
@@ -91,8 +97,14 @@ def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | N
     wal_dir = Path(connection.execute(text("SHOW data_directory")).scalar()) / "pg_wal"
     if waldump is None or not wal_dir.is_dir():
         return {"all_databases": int(total), "this_database": None}
-    out = subprocess.run([waldump, "-p", str(wal_dir), "-s", start_lsn, "-e", end_lsn],
-                         capture_output=True, text=True, timeout=300).stdout
+    done = subprocess.run([waldump, "-p", str(wal_dir), "-s", start_lsn, "-e", end_lsn],
+                          capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        # Typically: the server recycled the first segments already (more than max_wal_size
+        # written meanwhile, by other databases too). A partial count would be wrong.
+        error = (done.stderr.strip().splitlines() or ["pg_waldump failed"])[-1]
+        return {"all_databases": int(total), "this_database": None, "error": error}
+    out = done.stdout
     ours, transactions, commits = 0, set(), []
     for line in out.splitlines():
         record = _RECORD.search(line)
@@ -113,3 +125,56 @@ def _server_binary(connection, name: str) -> str | None:
     version = connection.execute(text("SHOW server_version_num")).scalar()
     path = Path(f"/usr/lib/postgresql/{int(version) // 10000}/bin/{name}")
     return str(path) if path.exists() else None
+
+
+class RedisCommands:
+    """Commands sent to one Redis db, by name, counted with ``MONITOR`` inside a ``with`` block.
+
+    MONITOR slows Redis down, so a window counted this way is never the one
+    timed. ``begin()`` and ``end()`` mark the window inside the block (the
+    caller counts the deliveries between them); without them, the whole block.
+    """
+
+    def __init__(self, broker_url: str):
+        import redis
+
+        self.client = redis.Redis.from_url(broker_url)
+        self.db = self.client.connection_pool.connection_kwargs.get("db", 0)
+        self.counts: Counter = Counter()
+        self.frozen: Counter | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        with self.client.monitor() as monitor:
+            for command in monitor.listen():
+                if self._stop.is_set():
+                    return
+                if command.get("db") == self.db:
+                    self.counts[command["command"].split(" ", 1)[0].upper()] += 1
+
+    def __enter__(self) -> "RedisCommands":
+        self._thread.start()
+        time.sleep(0.5)  # MONITOR is on before the first command that counts
+        self.begin()
+        return self
+
+    def begin(self) -> None:
+        self.counts.clear()
+
+    def end(self) -> None:
+        self.frozen = Counter(self.counts)
+
+    def __exit__(self, *exc) -> None:
+        if self.frozen is None:
+            self.end()
+        self._stop.set()
+        self.client.ping()  # one more command, so the watcher sees the stop
+        self._thread.join(timeout=5)
+
+    def per_delivery(self, deliveries: int) -> dict:
+        """Commands per delivery in the window, in all and for the 12 most sent."""
+        counts = self.frozen if self.frozen is not None else self.counts
+        n = max(deliveries, 1)
+        return {"redis_commands_per_delivery": round(sum(counts.values()) / n, 2),
+                "redis_commands_by_name": {k: round(v / n, 2) for k, v in counts.most_common(12)}}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import text
 
-__all__ = ["Target", "make_target", "bulk_deliveries", "publish_deliveries", "sample_body",
+__all__ = ["Target", "make_target", "add_subscription", "bulk_deliveries", "publish_deliveries", "sample_body",
            "EVENT_TYPE", "PLACEHOLDER_ID"]
 
 EVENT_TYPE = "reply.received"
@@ -33,19 +33,29 @@ class Target:
 
 def make_target(url: str, name: str = "bench") -> Target:
     """Create an account and one subscription (all event types) to ``url``."""
-    from webhooks.accounts import create_account, new_signing_secret
+    from webhooks.accounts import create_account
+    from webhooks.db import session_scope
+
+    with session_scope() as session:
+        account, _ = create_account(session, name)
+        account_id = account.id
+    return add_subscription(account_id, url)
+
+
+def add_subscription(account_id: str, url: str, secret: str | None = None) -> Target:
+    """One more subscription (all event types) of the account to ``url``; a new secret if None."""
+    from webhooks.accounts import new_signing_secret
     from webhooks.db import session_scope
     from webhooks.models import Subscription, new_id, utcnow
 
     with session_scope() as session:
-        account, _ = create_account(session, name)
         subscription = Subscription(
-            id=new_id(), account_id=account.id, url=url, secret=new_signing_secret(),
+            id=new_id(), account_id=account_id, url=url, secret=secret or new_signing_secret(),
             event_types=None, status="active", consecutive_failures=0, created_at=utcnow(),
         )
         session.add(subscription)
         session.flush()
-        return Target(account.id, subscription.id, url, subscription.secret)
+        return Target(account_id, subscription.id, url, subscription.secret)
 
 
 def sample_body(event_id: str = PLACEHOLDER_ID, event_type: str = EVENT_TYPE) -> bytes:

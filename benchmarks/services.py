@@ -17,8 +17,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 __all__ = [
-    "exclusive_run", "check_targets", "ensure_database", "drop_database", "truncate_tables",
-    "analyse",
+    "exclusive_run", "check_targets", "ensure_database", "create_database", "drop_database",
+    "truncate_tables", "analyse",
     "flush_broker", "broker_memory", "broker_queue_lengths", "server_versions",
 ]
 
@@ -66,6 +66,14 @@ def _redis_db(broker_url: str) -> int:
 
 def ensure_database(database_url: str) -> None:
     """Create the database if it is missing, then migrate it to head."""
+    create_database(database_url)
+    from webhooks.migrate import upgrade
+
+    upgrade(database_url)
+
+
+def create_database(database_url: str) -> None:
+    """Create the database if it is missing (empty; nothing is migrated)."""
     url = make_url(database_url)
     admin = sqlalchemy.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
     try:
@@ -78,9 +86,6 @@ def ensure_database(database_url: str) -> None:
                 connection.exec_driver_sql(f'CREATE DATABASE "{url.database}"')
     finally:
         admin.dispose()
-    from webhooks.migrate import upgrade
-
-    upgrade(database_url)
 
 
 def drop_database(database_url: str) -> None:

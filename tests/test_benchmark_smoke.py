@@ -41,6 +41,15 @@ FIGURES = {
                 "early_attempts"],
     "punctuality": ["countdown_p95_s", "countdown_max_s", "parked_p95_s", "parked_max_s", "dead"],
 }
+# Scenarios whose figures are grouped by phase or leg: {scenario: {part: [figures]}}.
+_LEG = ["rate_per_s", "worker_cpu_ms_per_delivery", "emitters_cpu_ms_per_delivery",
+        "pg_commits_per_delivery", "redis_commands_per_delivery"]
+NESTED = {
+    "realistic": {"fast": ["rate_per_s", "worker_cpu_ms_per_delivery", "duplicates"],
+                  "slow": ["rate_per_s", "ratio_to_fast", "worker_cpu_ms_per_delivery"],
+                  "mix": ["rate_per_s", "ratio_to_fast", "worker_cpu_ms_per_delivery"]},
+    "shared": {"service": _LEG, "ceiling": _LEG},
+}
 PER_POOL = {
     "ceiling": ["rate_per_s", "duplicates", "delivered"],
     "throughput": ["rate_per_s", "ratio_to_ceiling", "duplicates", "delivered", "done"],
@@ -74,7 +83,12 @@ def test_quick_run_writes_every_scenario(quick_run):
     assert meta["quick"] is True and meta["failed"] == []
     assert meta["machine"]["cores"] and meta["machine"]["cpu"]
     scenarios = results["scenarios"]
-    assert set(scenarios) == set(FIGURES) | set(PER_POOL) | {"history", "purge"}
+    assert set(scenarios) == set(FIGURES) | set(PER_POOL) | set(NESTED) | {"history", "purge"}
+    for name, parts in NESTED.items():
+        for part, keys in parts.items():
+            for key in keys:
+                _assert_summary(scenarios[name][part].get(key), f"{name}.{part}.{key}")
+    _assert_summary(scenarios["shared"].get("ratio_to_ceiling"), "shared.ratio_to_ceiling")
     for name, keys in FIGURES.items():
         for key in keys:
             _assert_summary(scenarios[name].get(key), f"{name}.{key}")

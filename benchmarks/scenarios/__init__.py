@@ -12,9 +12,9 @@ from dataclasses import dataclass
 __all__ = ["Row", "ORDER", "OPTIONAL", "ALL", "module_for"]
 
 ORDER = ["ceiling", "throughput", "emit", "latency", "isolation", "backlog", "punctuality",
-         "history", "purge"]
-# Run only when named with --scenarios.
-OPTIONAL = ["cost", "profile"]
+         "realistic", "shared", "history", "purge"]
+# Run only when named with --scenarios (django_webhook2 also needs its virtualenv: dw2.py).
+OPTIONAL = ["cost", "profile", "django_webhook2"]
 ALL = ORDER + OPTIONAL
 
 
@@ -30,8 +30,9 @@ class Row:
 
 
 def module_for(name: str):
-    """The module that runs scenario ``name`` (ceiling and throughput share one)."""
+    """The module that runs scenario ``name`` (ceiling and throughput share one, as do shared
+    and django_webhook2: legs of one module run in turn within each repeat)."""
     import importlib
 
-    module = "throughput" if name == "ceiling" else name
+    module = {"ceiling": "throughput", "django_webhook2": "shared"}.get(name, name)
     return importlib.import_module(f"benchmarks.scenarios.{module}")

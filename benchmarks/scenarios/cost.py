@@ -16,14 +16,14 @@ the capacity model on these figures.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections import Counter
 
 from sqlalchemy.engine import make_url
 
-from .. import resources, seed, services
+from .. import seed, services
 from ..context import Context
+from ..meter import Meter
+from ..resources import RedisCommands
 from . import Row
 from .drain import drain_timeout
 
@@ -46,71 +46,41 @@ def _resources(ctx: Context, n: int) -> dict:
     _prepare(ctx, n)
     with get_engine().connect() as connection:
         connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-        backends = resources.BackendCpu(connection, database)
         worker = ctx.start_worker(ctx.options.scenario_pool, "cost")
+        meter = Meter(connection, database, {"worker": [worker.pid]})
         try:
             ctx.receiver.wait_for(1, PATH, timeout=60, interval=0.01)
-            before = resources.database_counters(connection, database)
-            worker_before, started = resources.group_cpu_s(worker.pid), time.monotonic()
+            meter.start()
+            started = time.monotonic()
             deadline = started + drain_timeout(n)
             while ctx.receiver.count(PATH) < n and time.monotonic() < deadline:
-                backends.sample()
+                meter.sample()
                 time.sleep(0.2)
-            backends.sample()
             seconds = time.monotonic() - started
-            worker_cpu = resources.group_cpu_s(worker.pid) - worker_before
-            after = resources.database_counters(connection, database)
+            meter.stop()
         finally:
             ctx.stop(worker)
         drained = ctx.receiver.count(PATH) - 1  # counted from the first arrival on
-        wal = resources.wal_bytes_of(connection, before["oid"], before["lsn"], after["lsn"])
-    per = 1.0 / max(drained, 1)
+        figures = meter.per_delivery(drained)
     return {
         "deliveries": drained,
         "seconds": round(seconds, 2),
         "rate_per_s": round(drained / seconds, 1) if seconds else None,
-        "pg_commits_per_delivery": round((after["commits"] - before["commits"]) * per, 2),
-        "wal_bytes_per_delivery": round(wal["this_database"] * per) if wal["this_database"] else None,
-        "wal_bytes_all_databases_per_delivery": round(wal["all_databases"] * per),
-        "pg_cpu_ms_per_delivery": round(backends.spent_s() * 1000 * per, 3),
-        "worker_cpu_ms_per_delivery": round(worker_cpu * 1000 * per, 3),
+        **figures,
     }
 
 
 def _redis_commands(ctx: Context, n: int) -> dict:
     """Drain ``n`` deliveries under MONITOR; the broker db's commands per delivery, by name."""
-    import redis
-
     _prepare(ctx, n)
-    client = redis.Redis.from_url(ctx.options.broker_url)
-    db = client.connection_pool.connection_kwargs.get("db", 0)
-    counts: Counter = Counter()
-    stop = threading.Event()
-
-    def watch():
-        with client.monitor() as monitor:
-            for command in monitor.listen():
-                if stop.is_set():
-                    return
-                if command.get("db") == db:
-                    counts[command["command"].split(" ", 1)[0].upper()] += 1
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    time.sleep(0.5)  # MONITOR is on before the worker's first command
-    counts.clear()
-    worker = ctx.start_worker(ctx.options.scenario_pool, "cost-redis")
-    try:
-        ctx.receiver.wait_for(n, PATH, timeout=drain_timeout(n), interval=0.1)
-        time.sleep(1.0)  # the last acknowledgements
-    finally:
-        ctx.stop(worker)
-        stop.set()
-        client.ping()  # one more command, so the watcher sees stop
-        watcher.join(timeout=5)
-    total = sum(counts.values())
-    return {"redis_commands_per_delivery": round(total / n, 2),
-            "redis_commands_by_name": {k: round(v / n, 2) for k, v in counts.most_common(12)}}
+    with RedisCommands(ctx.options.broker_url) as commands:
+        worker = ctx.start_worker(ctx.options.scenario_pool, "cost-redis")
+        try:
+            ctx.receiver.wait_for(n, PATH, timeout=drain_timeout(n), interval=0.1)
+            time.sleep(1.0)  # the last acknowledgements
+        finally:
+            ctx.stop(worker)
+    return commands.per_delivery(n)
 
 
 def run(ctx: Context) -> dict:

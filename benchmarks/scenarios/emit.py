@@ -32,15 +32,9 @@ ENQUEUE_TIMEOUT_S = 60.0
 
 def _subscribed_account(ctx: Context, subscriptions: int) -> str:
     """An account with ``subscriptions`` subscriptions (to the receiver; nothing is delivered)."""
-    from webhooks.db import session_scope
-    from webhooks.models import Subscription, new_id, utcnow
-
     target = seed.make_target(ctx.receiver.url("/emit"), name=f"emit-{subscriptions}")
-    with session_scope() as session:
-        for _ in range(subscriptions - 1):
-            session.add(Subscription(
-                id=new_id(), account_id=target.account_id, url=target.url, secret=target.secret,
-                event_types=None, status="active", consecutive_failures=0, created_at=utcnow()))
+    for _ in range(subscriptions - 1):
+        seed.add_subscription(target.account_id, target.url, target.secret)
     return target.account_id
 
 

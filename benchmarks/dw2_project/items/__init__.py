@@ -1,0 +1,1 @@
+"""The one model the benchmark emits django-webhook2 events for."""

@@ -1,0 +1,91 @@
+"""An emitting process of the shared scenario: ``python -m benchmarks.emitter``.
+
+``--kind service`` calls ``webhooks.emit_event`` for the given accounts in
+turn (one delivery per call: each account has one subscription);
+``--kind ceiling`` publishes bare ceiling messages (``ceiling_app.send``).
+Either runs at full speed held to a bounded backlog (``backpressure.py``)
+for ``--seconds`` at most, and prints ``EMITTED <calls>`` when it stops by
+itself. It prints ``EMITTER READY`` once its imports are done. The harness
+starts it with the worker's environment (database, broker) and stops it
+with SIGKILL after the measured window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+
+from .backpressure import run_gated
+from .receiver import ReceiverClient
+
+__all__ = ["main", "argv_for", "READY_MARK"]
+
+READY_MARK = b"EMITTER READY"
+
+
+def argv_for(python: str, module: str, *, port: int, path: str, backlog: int, share: int,
+             seconds: float, extra: list[str] = ()) -> list[str]:
+    """The command line of one emitter (``module`` is this one, or django-webhook2's)."""
+    return [python, "-m", module, "--receiver-port", str(port), "--path", path,
+            "--backlog", str(backlog), "--share", str(share), "--seconds", str(seconds), *extra]
+
+
+def parse(description: str = __doc__) -> argparse.ArgumentParser:
+    """The options every emitter takes (django-webhook2's adds its own)."""
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--receiver-port", type=int, required=True)
+    parser.add_argument("--path", required=True, help="the receiver path deliveries arrive at")
+    parser.add_argument("--backlog", type=int, default=1000,
+                        help="messages all emitters together let wait at most")
+    parser.add_argument("--share", type=int, default=1, help="how many emitters share the backlog")
+    parser.add_argument("--seconds", type=float, default=300.0, help="stop after this long")
+    return parser
+
+
+def gated(args: argparse.Namespace, emit_one) -> None:
+    """Run ``emit_one`` under the back-pressure of ``args``; print the calls made."""
+    receiver = ReceiverClient("127.0.0.1", args.receiver_port)
+    print(READY_MARK.decode(), flush=True)  # imports done: what follows is the emitting
+    calls = run_gated(emit_one, lambda: receiver.count(args.path), backlog=args.backlog,
+                      share=args.share, seconds=args.seconds)
+    print(f"EMITTED {calls}", flush=True)
+
+
+def _service(accounts: list[str]):
+    from webhooks import emit_event
+    from webhooks.samples import sample_data
+
+    from .seed import EVENT_TYPE
+
+    data = sample_data(EVENT_TYPE)
+
+    def emit_one(i: int) -> None:
+        emit_event(accounts[i % len(accounts)], EVENT_TYPE, data)
+
+    return emit_one
+
+
+def _ceiling():
+    from .ceiling_app import app, send
+
+    producer = app.producer_pool.acquire(block=True)  # one kept connection, as emit's publisher
+
+    def emit_one(_i: int) -> None:
+        send(str(uuid.uuid4()), producer=producer)
+
+    return emit_one
+
+
+def main(argv=None) -> None:
+    parser = parse()
+    parser.add_argument("--kind", choices=("service", "ceiling"), required=True)
+    parser.add_argument("--accounts", default="", help="comma-separated account ids (service)")
+    args = parser.parse_args(argv)
+    accounts = [a for a in args.accounts.split(",") if a]
+    if args.kind == "service" and not accounts:
+        parser.error("--kind service needs --accounts")
+    gated(args, _service(accounts) if args.kind == "service" else _ceiling())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Scenario "shared": emit and delivery share the machine, as in production.
+
+Each repeat runs these legs in turn, each against the fast receiver
+(``loaded.py`` measures a leg):
+
+- ``service``: a service worker with the scenario pool (the Procfile's
+  worker line unless ``--scenario-pool``) while ``shared_emitters`` (2)
+  processes call ``webhooks.emit_event`` at full speed, held to a backlog
+  of 1,000 waiting messages; events go round robin to ``tenants`` (10)
+  accounts with one subscription each, so no per-subscription or
+  per-account cap binds (as with many tenants);
+- ``ceiling``: a ceiling worker (``ceiling_app.py``, ``--ceiling-pool``,
+  prefork -c 2 by default: the stack's best) fed the same way by bare
+  publishers (``ceiling_app.send``);
+- ``django_webhook2`` (only with ``--scenarios ...,django_webhook2`` and
+  ``WEBHOOKS_BENCH_DJANGO_WEBHOOK2_PYTHON``: ``benchmarks/dw2.py``): the
+  package's worker with the scenario pool, fed by processes calling its
+  ``emit_event``.
+
+Per leg: deliveries/s, worker CPU ms per delivery and the emitters' CPU,
+PostgreSQL commits, WAL bytes and backend CPU per delivery (emit's and
+delivery's together, as both run), Redis commands per delivery. The service
+is given as a ratio to the ceiling (target 0.6) and to django-webhook2
+(target 2) of the same repeat.
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+from sqlalchemy.engine import make_url
+
+from .. import seed
+from ..context import Context
+from ..stats import summarise, summarise_all
+from . import Row
+from .loaded import KEYS, Leg, run_leg
+
+PATHS = {"service": "/shared", "ceiling": "/shared-ceiling", "django_webhook2": "/shared-dw2"}
+EMITTER = "benchmarks.emitter"
+
+
+def _database(ctx: Context) -> str:
+    return make_url(ctx.options.database_url).database
+
+
+def service_leg(ctx: Context) -> dict:
+    ctx.reset()
+    path = PATHS["service"]
+    accounts = [seed.make_target(ctx.receiver.url(path), name=f"shared-{i}").account_id
+                for i in range(max(1, ctx.sizes.tenants))]
+    leg = Leg("shared", path, sys.executable, EMITTER,
+              ("--kind", "service", "--accounts", ",".join(accounts)), ctx.env(),
+              _database(ctx), ctx.options.broker_url)
+    return run_leg(ctx, leg, ctx.start_worker(ctx.options.scenario_pool, "shared"))
+
+
+def ceiling_leg(ctx: Context) -> dict:
+    ctx.reset()
+    path = PATHS["ceiling"]
+    leg = Leg("shared-ceiling", path, sys.executable, EMITTER, ("--kind", "ceiling"), ctx.env(),
+              _database(ctx), ctx.options.broker_url)
+    return run_leg(ctx, leg, ctx.start_ceiling_worker(ctx.options.ceiling_pool, path,
+                                                      "shared-ceiling"))
+
+
+def dw2_leg(ctx: Context, dw2) -> dict:
+    ctx.reset()
+    path = PATHS["django_webhook2"]
+    item = dw2.prepare(path)
+    leg = Leg("shared-dw2", path, dw2.python, "benchmarks.dw2_project.emit", ("--item", item),
+              dw2.env(), dw2.database, dw2.broker_url)
+    return run_leg(ctx, leg, dw2.start_worker(ctx.options.scenario_pool))
+
+
+def _legs(ctx: Context) -> tuple[dict, object]:
+    """The legs to run, by name, and django-webhook2's harness if it runs."""
+    from ..dw2 import DjangoWebhook2, python_or_reason
+
+    wanted = set(ctx.options.scenarios)
+    legs = {}
+    if "shared" in wanted:
+        legs.update(service=service_leg, ceiling=ceiling_leg)
+    dw2 = None
+    if "django_webhook2" in wanted:
+        python, reason = python_or_reason()
+        try:
+            dw2 = DjangoWebhook2(ctx, python) if python else None
+        except RuntimeError as exc:
+            reason = str(exc)
+        if dw2 is None:
+            ctx.results["django_webhook2"] = {"error": f"not run: {reason}"}
+        else:
+            legs["django_webhook2"] = lambda c: dw2_leg(c, dw2)
+    return legs, dw2
+
+
+def run(ctx: Context) -> dict:
+    legs, dw2 = _legs(ctx)
+    runs: dict[str, list[dict]] = {name: [] for name in legs}
+    version = None
+    for repeat in range(ctx.options.repeats):
+        for name, leg in list(legs.items()):
+            if name == "django_webhook2":
+                try:  # its failure must not lose the service's figures
+                    version = version or dw2.version()
+                    runs[name].append(leg(ctx))
+                except Exception as exc:  # noqa: BLE001 - reported, the other legs go on
+                    traceback.print_exc()
+                    ctx.results[name] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+                    del legs[name], runs[name]
+                    continue
+            else:
+                runs[name].append(leg(ctx))
+            r = runs[name][-1]
+            print(f"  shared {name} run {repeat + 1}: {r['rate_per_s']:.1f}/s, worker "
+                  f"{r['worker_cpu_ms_per_delivery']:.2f} ms/delivery, emitters "
+                  f"{r['emitters_cpu_ms_per_delivery']:.2f} ms/delivery", flush=True)
+            _store(ctx, runs, version)
+    return ctx.results.get("shared") or ctx.results.get("django_webhook2")
+
+
+def _leg_summary(runs: list[dict]) -> dict:
+    out = summarise_all(runs, KEYS)
+    out["redis_commands_by_name"] = runs[-1].get("redis_commands_by_name")
+    return out
+
+
+def _ratios(runs: list[dict], references: list[dict]) -> dict:
+    return summarise(r["rate_per_s"] / ref["rate_per_s"] if ref["rate_per_s"] else None
+                     for r, ref in zip(runs, references))
+
+
+def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> None:
+    sizes = ctx.sizes
+    setting = {"seconds": sizes.shared_seconds, "emitters": sizes.shared_emitters,
+               "backlog": sizes.shared_backlog, "pool": ctx.options.scenario_pool.label}
+    service = runs.get("service") or []
+    if "service" in runs:
+        shared = {**setting, "tenants": sizes.tenants,
+                  "ceiling_pool": ctx.options.ceiling_pool.label,
+                  "service": _leg_summary(service) if service else {},
+                  "ceiling": _leg_summary(runs["ceiling"]) if runs["ceiling"] else {}}
+        if runs["ceiling"]:
+            shared["ratio_to_ceiling"] = _ratios(service, runs["ceiling"])
+        if runs.get("django_webhook2"):
+            shared["ratio_to_django_webhook2"] = _ratios(service, runs["django_webhook2"])
+        ctx.results["shared"] = shared
+    if runs.get("django_webhook2"):
+        ctx.results["django_webhook2"] = {**setting, "version": version,
+                                          **_leg_summary(runs["django_webhook2"])}
+
+
+def rows(results: dict) -> list[Row]:
+    out = []
+    shared = results.get("shared")
+    if shared:
+        pool, ceiling_pool = shared["pool"], shared["ceiling_pool"]
+        for name, label in (("service", f"service {pool}"), ("ceiling", f"ceiling {ceiling_pool}")):
+            if shared[name]:
+                out.extend(_leg_rows("shared", label, shared[name], name == "service"))
+        if "ratio_to_ceiling" in shared:
+            out.append(Row("shared", "service ratio to ceiling", shared["ratio_to_ceiling"], "x",
+                           ">= 0.6"))
+        if "ratio_to_django_webhook2" in shared:
+            out.append(Row("shared", "service ratio to django-webhook2",
+                           shared["ratio_to_django_webhook2"], "x", ">= 2"))
+    dw2 = results.get("django_webhook2")
+    if dw2:
+        out.extend(_leg_rows("django_webhook2", f"{dw2['version']} {dw2['pool']}", dw2, False))
+    return out
+
+
+def _leg_rows(scenario: str, label: str, r: dict, targets: bool) -> list[Row]:
+    return [
+        Row(scenario, f"{label}: deliveries/s", r["rate_per_s"], "/s"),
+        Row(scenario, f"{label}: worker CPU per delivery", r["worker_cpu_ms_per_delivery"], "ms",
+            "<= 2.5" if targets else ""),
+        Row(scenario, f"{label}: emitters' CPU per delivery", r["emitters_cpu_ms_per_delivery"],
+            "ms"),
+        Row(scenario, f"{label}: PostgreSQL commits per delivery", r["pg_commits_per_delivery"]),
+        Row(scenario, f"{label}: WAL bytes per delivery", r["wal_bytes_per_delivery"], "B"),
+        Row(scenario, f"{label}: PostgreSQL CPU per delivery", r["pg_cpu_ms_per_delivery"], "ms"),
+        Row(scenario, f"{label}: Redis commands per delivery", r["redis_commands_per_delivery"]),
+    ]

@@ -1,0 +1,109 @@
+"""The benchmark harness's pure parts: the realistic scenario's delay mix, the emitters'
+back-pressure, and the receiver's per-path delay (a local socket, no other server)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import threading
+import time
+
+import pytest
+
+from benchmarks import mix
+from benchmarks.backpressure import may_emit, run_gated
+from benchmarks.receiver import ReceiverClient, _Server
+
+
+def test_log_spread_runs_from_low_to_high_evenly_on_a_log_scale():
+    delays = mix.log_spread(100, 50, 1000)
+    assert len(delays) == 100
+    assert delays[0] == pytest.approx(0.050) and delays[-1] == pytest.approx(1.0)
+    ratios = {round(b / a, 9) for a, b in zip(delays, delays[1:])}
+    assert len(ratios) == 1  # one constant step
+    assert sum(delays) / len(delays) == pytest.approx(0.319, abs=0.002)
+    assert mix.log_spread(3, 200, 200) == [0.2, 0.2, 0.2]
+    assert mix.log_spread(3, 0, 100) == [0.0, 0.05, 0.1]
+
+
+def test_the_deal_is_fixed_and_keeps_every_delay():
+    delays = mix.log_spread(100, 50, 1000)
+    dealt = mix.dealt(delays)
+    assert dealt == mix.dealt(delays)  # the same every run
+    assert sorted(dealt) == delays and dealt != delays
+
+
+def test_parse_range_ms():
+    assert mix.parse_range_ms("50-1000") == (50.0, 1000.0)
+    assert mix.parse_range_ms("200") == (200.0, 200.0)
+    for bad in ("1000-50", "fast", "-5"):
+        with pytest.raises(ValueError):
+            mix.parse_range_ms(bad)
+
+
+def test_interleave_is_round_robin():
+    assert mix.interleave([[1, 2, 3], ["a", "b"], []]) == [1, "a", 2, "b", 3]
+
+
+def test_concurrency_bound():
+    assert mix.concurrency_bound(32, [0.2] * 100) == pytest.approx(160)
+    assert mix.concurrency_bound(32, [0.0, 0.0]) is None
+
+
+def test_may_emit_splits_the_backlog_between_emitters():
+    assert may_emit(499, 0, backlog=1000, share=2)
+    assert not may_emit(500, 0, backlog=1000, share=2)
+    assert may_emit(500, 1, backlog=1000, share=2)
+
+
+def test_run_gated_waits_for_deliveries_and_stops_in_time():
+    delivered = {"n": 0}
+    calls = []
+    # Nothing is ever delivered: the emitter must stop at the backlog, then at the deadline.
+    made = run_gated(calls.append, lambda: delivered["n"], backlog=50, share=1, seconds=0.3,
+                     check_every=10)
+    assert made == len(calls) == 50
+    delivered["n"] = 10_000
+    assert run_gated(lambda _i: None, lambda: delivered["n"], backlog=50, share=1, seconds=5,
+                     max_calls=200) == 200
+
+
+@pytest.fixture
+def receiver():
+    """The receiver's server in a thread of this process (``serve`` wants the main thread)."""
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(
+        asyncio.start_server(_Server("Service").handle, "127.0.0.1", 0))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    yield ReceiverClient("127.0.0.1", server.sockets[0].getsockname()[1])
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(5)
+    server.close()
+    loop.run_until_complete(server.wait_closed())
+    loop.close()
+
+
+def _post(client: ReceiverClient, path: str) -> tuple[int, float]:
+    """POST to ``path``; the status and the seconds it took to answer."""
+    connection = http.client.HTTPConnection(client.host, client.port, timeout=10)
+    started = time.perf_counter()
+    connection.request("POST", path, body=b"{}", headers={"Content-Type": "application/json"})
+    status = connection.getresponse().status
+    connection.close()
+    return status, time.perf_counter() - started
+
+
+def test_a_delayed_path_answers_late_without_holding_the_others(receiver):
+    receiver.set_delays({"/slow": 0.5})
+    slow: list = []
+    waiting = threading.Thread(target=lambda: slow.append(_post(receiver, "/slow")))
+    waiting.start()
+    time.sleep(0.1)  # the slow request is being held now
+    status, seconds = _post(receiver, "/fast")
+    assert status == 200 and seconds < 0.3
+    assert receiver.count("/slow") == 1 and not slow  # arrived, not answered yet
+    waiting.join(5)
+    assert slow[0][0] == 200 and slow[0][1] >= 0.5
+    receiver.reset()  # forgets the delay too
+    assert _post(receiver, "/slow")[1] < 0.3
