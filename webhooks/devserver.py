@@ -79,7 +79,8 @@ def process_specs(*, host: str, port: int) -> list[tuple[str, list[str]]]:
                  "--threads", "4", "--access-logfile", "-", *_gunicorn_extra(),
                  "web:create_app()"]),
         ("worker", [python, "-m", "celery", "-A", "worker", "worker", "--loglevel", "INFO",
-                    "--pool", "prefork", "--concurrency", "2", "--queues", "webhooks"]),
+                    "--pool", "prefork", "--concurrency", "2",
+                    "--queues", "webhooks,webhooks.maintenance"]),
         # beat's schedule file is under the data folder (celeryconfig.beat_schedule_filename).
         ("scheduler", [python, "-m", "celery", "-A", "worker", "beat", "--loglevel", "INFO"]),
     ]

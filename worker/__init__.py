@@ -2,10 +2,10 @@
 
 import logging
 
-from celery.signals import setup_logging
+from celery.signals import celeryd_after_setup, setup_logging
 
 from webhooks.logs import configure_logging
-from webhooks.queue import get_app
+from webhooks.queue import MAINTENANCE_QUEUE, get_app
 
 from . import tasks  # noqa: F401  (registers the tasks on the app)
 
@@ -29,3 +29,13 @@ def _json_logs(loglevel=None, **_):
     for name in PER_TASK_LOGGERS:
         logging.getLogger(name).setLevel(quiet)
     return handler
+
+
+@celeryd_after_setup.connect
+def _take_maintenance_tasks(sender=None, instance=None, **_):
+    """Every worker also takes the maintenance queue (the purge), even one started with
+    ``--queues webhooks`` as the Procfile said before the purge had a queue of its own:
+    otherwise nothing would ever purge. Runs before the worker starts consuming."""
+    queues = instance.app.amqp.queues
+    if MAINTENANCE_QUEUE not in queues.consume_from:
+        queues.select_add(MAINTENANCE_QUEUE)
