@@ -47,8 +47,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--isolation-seconds", type=float, help="seconds per isolation phase (20)")
     parser.add_argument("--events", type=int,
                         help="events seeded for the history scenario (2000000)")
+    parser.add_argument("--seed-nice", type=int,
+                        help="niceness of the PostgreSQL process that seeds the history, when "
+                             "the database runs on this host and may be reniced (default 0)")
     parser.add_argument("--purge-rows", type=int,
                         help="rows the purge scenario seeds and deletes (1000000)")
+    parser.add_argument("--purge-pairs", type=int,
+                        help="pairs of drains without and during the purge (6)")
     parser.add_argument("--purge-pace", metavar="INTERVAL,SECONDS",
                         help="the purge scenario's schedule: a run of SECONDS every INTERVAL "
                              "(default: WEBHOOKS_PURGE_INTERVAL, WEBHOOKS_PURGE_SECONDS: 60,10)")
@@ -81,6 +86,7 @@ def build_options(args: argparse.Namespace):
         backlog_countdown_fraction=args.backlog_countdown_fraction, backlog_wait=args.backlog_wait,
         latency_seconds=args.latency_seconds, isolation_seconds=args.isolation_seconds,
         history_events=args.events, purge_rows=args.purge_rows,
+        purge_pairs=args.purge_pairs, seed_nice=args.seed_nice,
         purge_pace=_pace(args.purge_pace),
     )
     return Options(
