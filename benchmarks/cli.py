@@ -52,6 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "the database runs on this host and may be reniced (default 0)")
     parser.add_argument("--purge-rows", type=int,
                         help="rows the purge scenario seeds and deletes (1000000)")
+    parser.add_argument("--purge-deliveries", type=int,
+                        help="deliveries of each drain of the purge scenario (10000)")
     parser.add_argument("--purge-pairs", type=int,
                         help="pairs of drains without and during the purge (6)")
     parser.add_argument("--purge-pace", metavar="INTERVAL,SECONDS",
@@ -86,7 +88,8 @@ def build_options(args: argparse.Namespace):
         backlog_countdown_fraction=args.backlog_countdown_fraction, backlog_wait=args.backlog_wait,
         latency_seconds=args.latency_seconds, isolation_seconds=args.isolation_seconds,
         history_events=args.events, purge_rows=args.purge_rows,
-        purge_pairs=args.purge_pairs, seed_nice=args.seed_nice,
+        purge_deliveries=args.purge_deliveries, purge_pairs=args.purge_pairs,
+        seed_nice=args.seed_nice,
         purge_pace=_pace(args.purge_pace),
     )
     return Options(

@@ -84,7 +84,7 @@ class Sizes:
     history_rounds: int = 3  # rounds of every call, per size
     seed_nice: int = 0  # niceness of the database process seeding the history (0: unchanged)
     purge_rows: int = 1_000_000  # rows (events + deliveries + attempts) the purge scenario deletes
-    purge_deliveries: int = 20_000  # deliveries drained without, then during, the purge
+    purge_deliveries: int = 10_000  # deliveries of each drain, without or during the purge
     purge_pairs: int = 6  # pairs of drains (without, during), their order alternating
     # (interval, seconds per run) of the scheduled purge; 0: the WEBHOOKS_PURGE_* settings
     purge_pace: tuple[float, float] = (0.0, 0.0)
