@@ -19,7 +19,9 @@
 Steps 2 and 3 run in ``purge_pairs`` pairs whose order alternates (without
 then during, then during then without, ...), so a drift of the shared
 machine's load weighs on both sides alike. Reported: each pair's ratio
-(during / without), their median and the worst pair. Deliveries/s count
+(during / without), their median and the worst pair, and beside them the
+machine's own noise: the ratio of two drains of one kind that ran one
+after the other (where a pair ends and the next begins). Deliveries/s count
 from the first arrival to the last; rows are events + deliveries + attempts.
 """
 
@@ -179,6 +181,7 @@ def run(ctx: Context) -> dict:
     result["paced_busy_rows_per_s"] = summarise(p["during"]["purge_busy_rows_per_s"]
                                                 for p in pairs)
     result["purge_busy_share"] = summarise(p["during"]["purge_busy_share"] for p in pairs)
+    result["noise"] = summarise(_same_kind_neighbours(pairs))
     pace = _pace(ctx)
     result["pace"] = {"interval_s": pace.purge_interval, "run_s": pace.purge_seconds,
                       "batch": pace.purge_batch}
@@ -186,6 +189,17 @@ def run(ctx: Context) -> dict:
     result["load_at_end"] = list(os.getloadavg())
     ctx.results["purge"] = result
     return result
+
+
+def _same_kind_neighbours(pairs: list[dict]) -> list[float]:
+    """later / earlier deliveries/s of two drains of one kind that ran one after the other
+    (where one pair ends and the next begins): what the shared machine alone moves a ratio."""
+    timeline = []
+    for pair in pairs:
+        kinds = ("without", "during") if pair["order"] == "without first" else ("during", "without")
+        timeline += [(kind, pair[kind]["rate_per_s"]) for kind in kinds]
+    return [later / earlier for (kind_a, earlier), (kind_b, later) in zip(timeline, timeline[1:])
+            if kind_a == kind_b and earlier and later]
 
 
 def _fmt(value, spec: str = ".1f") -> str:
@@ -209,6 +223,7 @@ def rows(results: dict) -> list[Row]:
             f">= {TARGET_RATIO}"),
         Row("purge", "ratio of the worst pair", r["ratio"]["min"], "x", f">= {TARGET_RATIO}"),
         Row("purge", "share of the drain the purge worked", r["purge_busy_share"], "x"),
+        Row("purge", "noise: ratio of neighbouring drains of one kind", r.get("noise"), "x"),
         Row("purge", f"scheduled purge rows/s ({r['pace']['run_s']:g} s every "
                      f"{r['pace']['interval_s']:g} s)", r["paced_rows_per_s"], "/s"),
         Row("purge", "scheduled purge rows/s while a run works", r["paced_busy_rows_per_s"], "/s"),
