@@ -118,13 +118,17 @@ def test_metrics_show_the_kept_counts(subscription_id):
 
 
 def test_recount_sets_the_counts_from_the_table(subscription_id):
-    for _ in range(3):
-        emit(_account(subscription_id))
+    ids = [emit(_account(subscription_id))[0] for _ in range(4)]
+    other_account, _ = make_account("other")
+    make_subscription(other_account, "https://o.example.com/in")
+    emit(other_account)
     with get_engine().begin() as connection:
+        connection.execute(update(Delivery).where(Delivery.id == ids[0]).values(status="paused"))
+        connection.execute(update(Delivery).where(Delivery.id == ids[1]).values(status="sending"))
         connection.execute(delete(WaitingCount))
     assert kept()["pending"] == 0
     with get_engine().begin() as connection:
-        assert waiting.recount(connection) == {"pending": 3, "sending": 0, "paused": 0}
+        assert waiting.recount(connection) == {"pending": 3, "sending": 1, "paused": 1}
     emit(_account(subscription_id))  # and the triggers go on from there
     assert agree()["pending"] == 4
 

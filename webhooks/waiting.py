@@ -20,7 +20,7 @@ sets them from the table again.
 
 from __future__ import annotations
 
-from sqlalchemy import case, delete, func, insert, literal, select, text
+from sqlalchemy import delete, func, insert, literal, select, text
 from sqlalchemy.engine import Connection
 
 from .models import Delivery, WaitingCount
@@ -43,19 +43,27 @@ def read(connection: Connection) -> dict[str, int]:
 
 
 def _counted_from_deliveries():
-    """One row: the deliveries in each waiting status, counted on the deliveries table."""
-    return select(literal(0), *(
-        func.coalesce(func.sum(case((Delivery.status == status, 1), else_=0)), 0)
-        for status in WAITING
-    )).where(Delivery.status.in_(WAITING))
+    """One row: the deliveries in each waiting status, counted on index ranges only (pending
+    and sending on their partial indexes, paused on the list index once per account)."""
+    from .models import Account
+
+    def count(status: str, *where):
+        return (select(func.count()).select_from(Delivery)
+                .where(Delivery.status == status, *where).scalar_subquery())
+
+    paused = select(func.coalesce(func.sum(
+        count(DeliveryStatus.PAUSED.value, Delivery.account_id == Account.id)), 0)
+    ).select_from(Account).scalar_subquery()
+    return select(literal(0), count(DeliveryStatus.PENDING.value),
+                  count(DeliveryStatus.SENDING.value), paused)
 
 
 def recount(connection: Connection) -> dict[str, int]:
     """Set the counts from the deliveries table (after writes that skipped the triggers).
 
     Writers must be stopped meanwhile (or their changes between the count and
-    the commit are counted twice or not at all). One scan of the unfinished
-    deliveries. Returns the new counts.
+    the commit are counted twice or not at all). Reads index ranges of the
+    unfinished deliveries only. Returns the new counts.
     """
     connection.execute(delete(counts))
     connection.execute(insert(counts).from_select(["backend", *WAITING],
