@@ -14,9 +14,17 @@ Why each setting is what it is (the README repeats this for operators):
   than the countdown limit are parked in the database instead.
 - The publish retry policy is short: when the broker is down a caller of
   emit_event() waits at most a few seconds; the sweep sends what was parked.
+- Two queues: ``webhooks`` carries the deliveries and the sweep,
+  ``webhooks.maintenance`` the retention purge, so a backlog of deliveries
+  does not hold the purge back for hours. The sweep stays behind the
+  deliveries on purpose: during a backlog, deliveries merely waiting in the
+  queue look overdue, and a sweep run among them would send them all again.
 """
 
+from kombu import Queue
+
 from webhooks.config import get_settings
+from webhooks.queue import DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
 
 _settings = get_settings()
 
@@ -31,7 +39,11 @@ task_ignore_result = True
 result_backend = None
 task_serializer = "json"
 accept_content = ["json"]
-task_default_queue = "webhooks"
+task_default_queue = DELIVERY_QUEUE
+# A worker started without --queues takes both; one started with --queues webhooks
+# takes the maintenance queue too (worker/__init__.py).
+task_queues = (Queue(DELIVERY_QUEUE), Queue(MAINTENANCE_QUEUE))
+task_routes = {PURGE_TASK: {"queue": MAINTENANCE_QUEUE}}
 timezone = "UTC"
 enable_utc = True
 # Attempts end at WEBHOOKS_TIMEOUT by their own deadline; this only stops a task
@@ -78,9 +90,9 @@ beat_schedule = {
 if _settings.retention_days:
     # Retention (webhooks/retention.py): a few seconds of small batches per interval.
     beat_schedule["webhooks-purge"] = {
-        "task": "webhooks.purge",
+        "task": PURGE_TASK,
         "schedule": _settings.purge_interval,
-        "options": {"expires": max(_settings.purge_interval, 1.0)},
+        "options": {"expires": max(_settings.purge_interval, 1.0), "queue": MAINTENANCE_QUEUE},
     }
 beat_schedule_filename = str(_settings.data_dir / "celerybeat-schedule")
 # The schedule file is created mode 0600 in a folder of mode 0700.

@@ -31,7 +31,13 @@ SIZE_OPTIONS = [
     ("--latency-seconds", "latency_seconds", float, "seconds of paced emitting (20)"),
     ("--isolation-seconds", "isolation_seconds", float, "seconds per isolation phase (20)"),
     ("--events", "history_events", int, "events seeded for the history scenario (2000000)"),
+    ("--seed-nice", "seed_nice", int,
+     "niceness of the PostgreSQL process that seeds the history, when the database runs on "
+     "this host and may be reniced (default 0)"),
     ("--purge-rows", "purge_rows", int, "rows the purge scenario seeds and deletes (1000000)"),
+    ("--purge-deliveries", "purge_deliveries", int,
+     "deliveries of each drain of the purge scenario (10000)"),
+    ("--purge-pairs", "purge_pairs", int, "pairs of drains without and during the purge (6)"),
     ("--realistic-deliveries", "realistic_deliveries", int,
      "deliveries per phase of the realistic scenario (6000)"),
     ("--slow-delay-ms", "realistic_slow_ms", float,

@@ -82,8 +82,10 @@ class Sizes:
     history_small: int = 10_000  # the size the same calls are timed at first
     history_repeats: int = 25  # timed calls of each kind, per round
     history_rounds: int = 3  # rounds of every call, per size
+    seed_nice: int = 0  # niceness of the database process seeding the history (0: unchanged)
     purge_rows: int = 1_000_000  # rows (events + deliveries + attempts) the purge scenario deletes
-    purge_deliveries: int = 20_000  # deliveries drained without, then during, the purge
+    purge_deliveries: int = 10_000  # deliveries of each drain, without or during the purge
+    purge_pairs: int = 6  # pairs of drains (without, during), their order alternating
     # (interval, seconds per run) of the scheduled purge; 0: the WEBHOOKS_PURGE_* settings
     purge_pace: tuple[float, float] = (0.0, 0.0)
     cost_deliveries: int = 5_000  # deliveries drained to measure what one costs (--scenarios cost)
@@ -107,7 +109,7 @@ QUICK = Sizes(
     backlog_fresh_rate=20.0, punctuality_deliveries=3, punctuality_ladder=(1, 2),
     punctuality_countdown_limit=1, history_events=3_000, history_small=1_000, history_repeats=3,
     history_rounds=1,
-    purge_rows=3_000, purge_deliveries=200, cost_deliveries=100,
+    purge_rows=3_000, purge_deliveries=200, purge_pairs=1, cost_deliveries=100,
     realistic_deliveries=200, realistic_subscriptions=20, shared_seconds=2.0, shared_warmup=0.5,
     shared_monitor_seconds=1.0, shared_backlog=200,
 )

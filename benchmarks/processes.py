@@ -144,7 +144,8 @@ class Registry:
 
 
 def start_worker(registry: Registry, *, name: str, env: dict, log_dir: Path, app: str = "worker",
-                 pool: str = "prefork", concurrency: int = 2, queues: str = "webhooks",
+                 pool: str = "prefork", concurrency: int = 2,
+                 queues: str = "webhooks,webhooks.maintenance",
                  loglevel: str = "INFO", wait: bool = True, timeout: float = 60.0,
                  python: str = sys.executable) -> ManagedProcess:
     """``celery -A <app> worker`` with this pool and concurrency; returns once it is ready.

@@ -153,3 +153,40 @@ def test_downgrade_to_0003_keeps_the_rows(old_schema):
         assert not {"attempt_hours", "attempt_totals"} & tables
         indexes = {i["name"] for i in sqlalchemy.inspect(connection).get_indexes("deliveries")}
         assert {"ix_deliveries_account_created", "ix_deliveries_subscription_status"} <= indexes
+
+
+# ---------------------------------------------------------------- 0008 on a table with rows
+
+
+def _waiting_rows(connection, statuses: list[str], first: int) -> None:
+    for number, status in enumerate(statuses, start=first):
+        connection.exec_driver_sql(
+            "INSERT INTO deliveries (id, account_id, event_id, subscription_id, event_type, "
+            f"status, attempt_count, parked, created_at, updated_at) VALUES ('w{number}', 'a1', "
+            f"'e1', 's1', 'email.sent', '{status}', 0, false, '2026-11-20 09:00:00', "
+            "'2026-11-20 09:00:00')")
+
+
+def _counts(connection) -> tuple:
+    return tuple(connection.exec_driver_sql(
+        "SELECT sum(pending), sum(sending), sum(paused) FROM waiting_counts").one())
+
+
+def test_0008_counts_the_deliveries_already_waiting_then_keeps_counting(old_schema):
+    engine, url = old_schema
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0007")
+        _waiting_rows(connection, ["pending", "pending", "sending", "paused"], first=1)
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "head")
+    with engine.begin() as connection:
+        assert _counts(connection) == (2, 1, 1)  # d1 done and d2 dead are not counted
+        _waiting_rows(connection, ["pending"], first=5)
+        connection.exec_driver_sql("UPDATE deliveries SET status = 'done' WHERE id = 'w3'")
+    with engine.begin() as connection:
+        assert _counts(connection) == (3, 0, 1)
+    with engine.begin() as connection:
+        run_alembic(connection, url, "downgrade", "0007")
+    with engine.begin() as connection:  # no trigger is left behind to write a dropped table
+        _waiting_rows(connection, ["pending"], first=6)
+        assert "waiting_counts" not in sqlalchemy.inspect(connection).get_table_names()

@@ -198,6 +198,7 @@ def test_the_scheduler_purges_only_while_retention_is_on(tmp_path, days, schedul
     if scheduled:
         assert schedule["webhooks-purge"]["task"] == "webhooks.purge"
         assert schedule["webhooks-purge"]["schedule"] == 120
+        assert schedule["webhooks-purge"]["options"]["queue"] == "webhooks.maintenance"
 
 
 def test_a_scheduled_run_does_nothing_while_another_one_runs(db):
@@ -215,3 +216,54 @@ def test_a_scheduled_run_does_nothing_while_another_one_runs(db):
         other_run.execute(select(func.pg_advisory_unlock(retention.RUN_LOCK_KEY)))
         other_run.commit()
     assert scheduled().deliveries == 1
+
+
+# ---------------------------------------------------------------- the purge's own queue
+
+
+def test_the_purge_travels_on_its_own_queue_and_deliveries_and_the_sweep_do_not():
+    from webhooks.queue import (DELIVER_TASK, DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK,
+                                SWEEP_TASK, get_app)
+
+    router = get_app().amqp.router
+    assert router.route({}, PURGE_TASK)["queue"].name == MAINTENANCE_QUEUE
+    for task in (DELIVER_TASK, SWEEP_TASK):
+        assert router.route({}, task)["queue"].name == DELIVERY_QUEUE
+
+
+def test_the_procfile_and_webhooks_dev_run_workers_of_both_queues():
+    from pathlib import Path
+
+    from webhooks.devserver import process_specs
+
+    procfile = (Path(__file__).resolve().parents[1] / "Procfile").read_text()
+    (worker_line,) = [line for line in procfile.splitlines() if line.startswith("worker:")]
+    assert "--queues webhooks,webhooks.maintenance" in worker_line
+    dev_worker = dict(process_specs(host="127.0.0.1", port=5000))["worker"]
+    assert dev_worker[dev_worker.index("--queues") + 1] == "webhooks,webhooks.maintenance"
+
+
+@pytest.mark.process
+def test_a_worker_started_for_the_delivery_queue_alone_still_runs_the_purge(db, redis_broker):
+    """A worker run with ``--queues webhooks`` (the Procfile's line before this queue) takes
+    the maintenance queue too: otherwise nothing would purge."""
+    from tests.support.services import REDIS_URL
+    from tests.support.worker import WorkerProcess
+    from webhooks.queue import PURGE_TASK, get_app
+
+    account_id, _ = make_account()
+    subscription = (account_id, make_subscription(account_id, "https://e.example.com/").id)
+    old = utcnow() - dt.timedelta(days=40)
+    gone, kept = add_delivery(subscription, old, "done"), add_delivery(subscription, old, "pending")
+    worker = WorkerProcess({"WEBHOOKS_DATABASE_URL": db, "WEBHOOKS_BROKER_URL": REDIS_URL,
+                            "WEBHOOKS_RETENTION_DAYS": "30"},
+                           pool="threads", concurrency=2, beat=False, queues="webhooks").start()
+    try:
+        get_app().send_task(PURGE_TASK)  # routed as beat sends it: onto webhooks.maintenance
+        deadline = time.monotonic() + 30
+        while exists(Delivery, gone) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not exists(Delivery, gone), worker.log()
+    finally:
+        worker.stop()
+    assert exists(Delivery, kept)

@@ -8,9 +8,9 @@ small queries, none of which reads history:
 ========================================  =====================================================
 ``webhooks_database_up``                  1 when the queries below could run, else 0 (and the
                                           others are left out)
-``webhooks_deliveries_waiting{status}``   deliveries not finished: ``pending`` (waiting for an
-                                          attempt), ``sending`` (attempt in flight), ``paused``
-                                          (held while their subscription is paused)
+``webhooks_deliveries_waiting{status}``   deliveries not finished, exactly: ``pending`` (waiting
+                                          for an attempt), ``sending`` (attempt in flight),
+                                          ``paused`` (held while their subscription is paused)
 ``webhooks_queue_lag_seconds``            age of the oldest pending delivery that is due (0 when
                                           none is): how far the workers are behind
 ``webhooks_subscriptions``                live (not deleted) subscriptions
@@ -27,9 +27,12 @@ The two attempt families are counters kept as attempts are recorded
 scrape costs the same after a year as on the first day; retention does not
 lower them. Use them as counters: ``rate(webhooks_attempts_total[5m])`` is
 attempts per second, ``increase(webhooks_attempts_total[5m])`` what
-``webhooks_attempts_recent`` showed before. The waiting gauges count the
-deliveries not yet finished on their partial indexes: they grow with the
-backlog, never with history.
+``webhooks_attempts_recent`` showed before. The waiting gauges are exact
+counts kept by triggers on ``deliveries`` in the same transaction as every
+change of status (``waiting_counts``, webhooks/waiting.py): a sum over about
+one row per database connection, whatever the backlog. The queue lag reads
+the first entry of the pending index. So no query of a scrape grows with
+history or with the backlog.
 
 With ``WEBHOOKS_METRICS_TOKEN`` set, a scrape must send ``Authorization:
 Bearer <token>`` (Prometheus: ``authorization: {credentials: <token>}``);
@@ -51,6 +54,7 @@ from sqlalchemy.engine import Connection
 
 from webhooks.config import get_settings
 from webhooks.db import get_engine
+from webhooks import waiting
 from webhooks.models import (AttemptTotal, Delivery, DeliveryStatus, Subscription,
                              SubscriptionStatus, utcnow)
 from webhooks.rollup import DURATION_BUCKETS_MS
@@ -76,20 +80,8 @@ PAUSED = DeliveryStatus.PAUSED.value
 
 
 def _waiting(connection: Connection) -> dict[str, int]:
-    # pending and sending: each counted on its partial index.
-    counts = {
-        status: connection.scalar(select(func.count()).where(Delivery.status == status))
-        for status in (PENDING, SENDING)
-    }
-    # Held deliveries belong to paused subscriptions (few): found through
-    # ix_deliveries_by_subscription rather than by scanning every delivery.
-    counts[PAUSED] = connection.scalar(
-        select(func.count())
-        .select_from(Delivery)
-        .join(Subscription, Subscription.id == Delivery.subscription_id)
-        .where(Subscription.status == SubscriptionStatus.PAUSED.value, Delivery.status == PAUSED)
-    )
-    return counts
+    # Kept by triggers as statuses change (webhooks/waiting.py): a few rows, whatever the backlog.
+    return waiting.read(connection)
 
 
 def _queue_lag(connection: Connection, now: dt.datetime) -> float:

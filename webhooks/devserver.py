@@ -102,7 +102,7 @@ def process_specs(*, host: str, port: int, log_level: str = "INFO") -> list[tupl
                  *_gunicorn_extra(), "web:create_app()"]),
         ("worker", [python, "-m", "celery", *quiet, "-A", "worker", "worker",
                     "--loglevel", log_level, "--pool", "prefork", "--concurrency", "2",
-                    "--queues", "webhooks"]),
+                    "--queues", "webhooks,webhooks.maintenance"]),
         # beat's schedule file is under the data folder (celeryconfig.beat_schedule_filename).
         ("scheduler", [python, "-m", "celery", *quiet, "-A", "worker", "beat",
                        "--loglevel", log_level]),

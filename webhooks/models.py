@@ -40,6 +40,7 @@ __all__ = [
     "Attempt",
     "AttemptHour",
     "AttemptTotal",
+    "WaitingCount",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -265,3 +266,19 @@ class AttemptTotal(Base):
     shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
     attempts: Mapped[int] = mapped_column(BigInteger)
     duration_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class WaitingCount(Base):
+    """Deliveries pending, sending and paused, counted by triggers as statuses change (waiting.py).
+
+    The gauges of /metrics: summed over a few rows, whatever the backlog.
+    """
+
+    __tablename__ = "waiting_counts"
+
+    # The PostgreSQL backend (pid) whose changes the row counts, so no two transactions
+    # ever write one row; 0 holds what the sweep folded in, and SQLite's one row.
+    backend: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    pending: Mapped[int] = mapped_column(BigInteger)
+    sending: Mapped[int] = mapped_column(BigInteger)
+    paused: Mapped[int] = mapped_column(BigInteger)

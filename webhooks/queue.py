@@ -22,14 +22,18 @@ from celery.beat import PersistentScheduler
 from .config import get_settings
 from .datadir import private_dir, private_file, private_umask
 
-__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "publish",
-           "request_sweep", "PrivateScheduler"]
+__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "DELIVERY_QUEUE",
+           "MAINTENANCE_QUEUE", "publish", "request_sweep", "PrivateScheduler"]
 
 log = logging.getLogger(__name__)
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
 PURGE_TASK = "webhooks.purge"
+# Deliveries and the sweep go through the first queue; the purge through the second, so a
+# backlog of deliveries never holds the purge back. Every worker takes both (worker/__init__.py).
+DELIVERY_QUEUE = "webhooks"
+MAINTENANCE_QUEUE = "webhooks.maintenance"
 BROKER_DOWN_BACKOFF_S = 5.0
 
 

@@ -3,10 +3,10 @@
 import logging
 import os
 
-from celery.signals import setup_logging
+from celery.signals import celeryd_after_setup, setup_logging
 
 from webhooks.logs import RoutineToDebug, configure_logging
-from webhooks.queue import get_app
+from webhooks.queue import MAINTENANCE_QUEUE, get_app
 
 from . import tasks  # noqa: F401  (registers the tasks on the app)
 
@@ -43,3 +43,13 @@ def _json_logs(loglevel=None, **_):
     if BEAT_ROUTINE not in beat.filters:
         beat.addFilter(BEAT_ROUTINE)
     return handler
+
+
+@celeryd_after_setup.connect
+def _take_maintenance_tasks(sender=None, instance=None, **_):
+    """Every worker also takes the maintenance queue (the purge), even one started with
+    ``--queues webhooks`` as the Procfile said before the purge had a queue of its own:
+    otherwise nothing would ever purge. Runs before the worker starts consuming."""
+    queues = instance.app.amqp.queues
+    if MAINTENANCE_QUEUE not in queues.consume_from:
+        queues.select_add(MAINTENANCE_QUEUE)

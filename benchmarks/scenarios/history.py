@@ -153,8 +153,9 @@ def _seeded(ctx: Context, url: str, events: int) -> tuple[history_seed.History, 
     with _using(url):
         services.truncate_tables(url)
         history = history_seed.make_history(ctx.receiver.url("/history"))
-        seeded = history_seed.seed_events(history, events)
-        figures = {"seed_s": round(seeded, 2), **history_seed.finish(url),
+        niceness = ctx.sizes.seed_nice
+        seeded = history_seed.seed_events(history, events, niceness=niceness)
+        figures = {"seed_s": round(seeded, 2), **history_seed.finish(url, niceness=niceness),
                    **history_seed.database_size()}
     print(f"  seeded {events} events in {seeded:.1f} s: {figures}", flush=True)
     return history, figures

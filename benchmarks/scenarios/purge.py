@@ -4,30 +4,32 @@
    of it) is seeded: about ``purge_rows`` rows of events, deliveries and
    attempts, almost all finished (benchmarks/history_seed.py).
 2. Without purge: ``purge_deliveries`` fresh deliveries are published and
-   drained by a service worker with beat.
-3. During purge: the same again while the scheduled purge runs in a thread
-   of this process as beat would have it run: ``retention.run_scheduled``
-   (batches of WEBHOOKS_PURGE_BATCH, a rest as long as each batch after it)
-   for WEBHOOKS_PURGE_SECONDS every WEBHOOKS_PURGE_INTERVAL (the defaults,
-   10 s every 60 s, or ``--purge-pace``), from before the worker starts until
-   the drain ends. (In service the purge is a task on the workers' queue, so
-   a backlog like this one would hold it back until drained; here it must
-   run meanwhile to be measured.) The old rows deleted meanwhile give the
-   purge's rate, over the whole drain and over the time its runs worked.
+   drained by a service worker with beat, retention off.
+3. During purge: the same again with retention on (30 days), so beat sends
+   ``webhooks.purge`` every WEBHOOKS_PURGE_INTERVAL onto the maintenance
+   queue and the same worker runs it beside the deliveries, as in service
+   (the defaults, 10 s of batches every 60 s, or ``--purge-pace``). Beat's
+   first run comes one interval after it starts, so one purge is also sent
+   as the drain starts: the purge works at least as much of each drain as
+   of a steady hour, never less. The old rows deleted meanwhile give the
+   purge's rate; the worker's log lines give the time its runs worked.
 4. What is left is purged at full speed in this process, as
    ``webhooks db purge`` does, with no worker running: its rate.
 
-Steps 2 and 3 run in pairs, one pair per repeat while old rows remain.
-Deliveries/s count from the first arrival to the last; rows are events +
-deliveries + attempts.
+Steps 2 and 3 run in ``purge_pairs`` pairs whose order alternates (without
+then during, then during then without, ...), so a drift of the shared
+machine's load weighs on both sides alike. Reported: each pair's ratio
+(during / without), their median and the worst pair, and beside them the
+machine's own noise: the ratio of two drains of one kind that ran one
+after the other (where a pair ends and the next begins). Deliveries/s count
+from the first arrival to the last; rows are events + deliveries + attempts.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import threading
+import re
 import time
 
 from sqlalchemy import text
@@ -61,68 +63,61 @@ def _old_rows(account_id: str) -> dict:
             "rows": 2 * deliveries + int(attempts)}
 
 
-class _ScheduledPurge:
-    """The scheduler's purge in a thread: a run of WEBHOOKS_PURGE_SECONDS every
-    WEBHOOKS_PURGE_INTERVAL, until stopped or nothing old is left; when it started, when
-    it finished, and how long its runs worked."""
-
-    def __init__(self, settings):
-        self.settings = settings
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.started = self.finished = None
-        self.busy_s = 0.0
-
-    def _loop(self) -> None:
-        from webhooks.db import get_engine
-        from webhooks.retention import run_scheduled
-
-        self.started = time.time()
-        while not self.stop.is_set():
-            began = time.monotonic()
-            purged = run_scheduled(get_engine(), retention_days=RETENTION_DAYS,
-                                   batch=self.settings.purge_batch,
-                                   seconds=self.settings.purge_seconds)
-            self.busy_s += time.monotonic() - began
-            if not purged.rows:
-                self.finished = time.time()  # nothing old is left
-                return
-            self.stop.wait(max(self.settings.purge_interval - (time.monotonic() - began), 0))
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *_):
-        self.stop.set()
-        self.thread.join(timeout=120)
-
-
 def _drain(ctx: Context, label: str, history, purging: bool) -> dict:
     """Publish and drain fresh deliveries with worker and beat; the old rows purged meanwhile."""
+    from webhooks.queue import MAINTENANCE_QUEUE, PURGE_TASK, get_app
+
     n = ctx.sizes.purge_deliveries
     path = f"/purge-{label}"
     target = seed.make_target(ctx.receiver.url(path), name=f"purge-{label}")
     seed.publish_deliveries(seed.bulk_deliveries(target, n))
     before = _old_rows(history.account_id)
-    purge = _ScheduledPurge(_pace(ctx)) if purging else contextlib.nullcontext()
-    with purge:
-        worker, beat = ctx.start_worker_and_beat(ctx.options.scenario_pool, f"purge-{label}",
-                                                 WEBHOOKS_RETENTION_DAYS=0)
-        try:
-            arrivals = wait_for_unique(ctx.receiver, path, n, drain_timeout(n))
-            ended = time.time()
-            after = _old_rows(history.account_id)
-        finally:
-            ctx.stop(worker, beat)
+    load_before = os.getloadavg()[0]
+    worker, beat = ctx.start_worker_and_beat(ctx.options.scenario_pool, f"purge-{label}",
+                                             **_retention_env(ctx, purging))
+    started = time.time()
+    try:
+        if purging:  # the run beat would send now if it had been running for an interval
+            get_app().send_task(PURGE_TASK, queue=MAINTENANCE_QUEUE)
+        arrivals = wait_for_unique(ctx.receiver, path, n, drain_timeout(n))
+        ended = time.time()
+        after = _old_rows(history.account_id)
+        runs = _purge_runs(worker)
+    finally:
+        ctx.stop(worker, beat)
     figures = drain_figures(arrivals, n)
     deleted = before["rows"] - after["rows"]
-    figures.update(old_rows_deleted=deleted, old_rows_left=after["rows"], purge_rows_per_s=None,
-                   purge_busy_rows_per_s=None)
-    if purging and purge.started:
-        figures["purge_rows_per_s"] = deleted / ((purge.finished or ended) - purge.started)
-        figures["purge_busy_rows_per_s"] = deleted / purge.busy_s if purge.busy_s else None
+    busy_s = sum(seconds for _rows, seconds in runs)
+    figures.update(old_rows_deleted=deleted, old_rows_left=after["rows"], purge_runs=len(runs),
+                   purge_busy_s=round(busy_s, 2), purge_busy_share=None, purge_rows_per_s=None,
+                   purge_busy_rows_per_s=None,
+                   load=[round(load_before, 2), round(os.getloadavg()[0], 2)])
+    if purging:
+        figures["purge_busy_share"] = round(busy_s / (ended - started), 3)
+        figures["purge_rows_per_s"] = deleted / (ended - started)
+        figures["purge_busy_rows_per_s"] = deleted / busy_s if busy_s else None
     return figures
+
+
+def _retention_env(ctx: Context, purging: bool) -> dict:
+    """Worker and beat settings: retention off, or on at the scheduler's pace."""
+    if not purging:
+        return {"WEBHOOKS_RETENTION_DAYS": 0}
+    interval, seconds = ctx.sizes.purge_pace
+    env = {"WEBHOOKS_RETENTION_DAYS": RETENTION_DAYS}
+    if interval:
+        env.update(WEBHOOKS_PURGE_INTERVAL=interval, WEBHOOKS_PURGE_SECONDS=seconds)
+    return env
+
+
+_RUN_LINE = re.compile(r"retention purged (\d+) events, (\d+) deliveries, (\d+) attempts, "
+                       r"\d+ rollup rows in ([\d.]+) s")
+
+
+def _purge_runs(worker) -> list[tuple[int, float]]:
+    """(rows, seconds) of each purge run the worker logged (webhooks.retention.run_scheduled)."""
+    text_ = worker.log_path.read_bytes()[worker.log_offset:].decode(errors="replace")
+    return [(int(e) + int(d) + int(a), float(s)) for e, d, a, s in _RUN_LINE.findall(text_)]
 
 
 def _pace(ctx: Context):
@@ -152,7 +147,7 @@ def _full_speed(history) -> dict:
 
 
 def run(ctx: Context) -> dict:
-    """Drains without and during the purge, in pairs (one per repeat) while old rows remain."""
+    """Drains without and during the purge, in ``purge_pairs`` pairs while old rows remain."""
     sizes = ctx.sizes
     ctx.reset()
     history = history_seed.make_history(ctx.receiver.url("/old"))
@@ -162,22 +157,31 @@ def run(ctx: Context) -> dict:
                     "old": _old_rows(history.account_id), "load_at_start": list(os.getloadavg()),
                     "pairs": []}
     print(f"  seeded {result['old']['rows']} old rows in {seeded:.1f} s", flush=True)
-    for repeat in range(ctx.options.repeats):
-        without = _drain(ctx, f"without-{repeat}", history, purging=False)
-        during = _drain(ctx, f"during-{repeat}", history, purging=True)
-        result["pairs"].append({"without": without, "during": during})
-        print(f"  deliveries/s without {without['rate_per_s']:.1f}, during "
-              f"{during['rate_per_s']:.1f}; paced purge {during['purge_rows_per_s']:.0f} rows/s, "
-              f"{during['old_rows_left']} old rows left", flush=True)
+    for number in range(sizes.purge_pairs):
+        # Alternate the order, so that a drift of the machine's load weighs on both sides.
+        order = (False, True) if number % 2 == 0 else (True, False)
+        drained = {purging: _drain(ctx, f"{'during' if purging else 'without'}-{number}",
+                                   history, purging)
+                   for purging in order}
+        without, during = drained[False], drained[True]
+        result["pairs"].append({"order": "without first" if number % 2 == 0 else "during first",
+                                "without": without, "during": during})
+        print(f"  pair {number + 1}: deliveries/s without {_fmt(without['rate_per_s'])}, during "
+              f"{_fmt(during['rate_per_s'])} (x{_fmt(_ratio(result['pairs'][-1]), '.2f')}); "
+              f"{during['purge_runs']} purge runs worked {_fmt(during['purge_busy_s'])} s, "
+              f"{during['old_rows_deleted']} rows; {during['old_rows_left']} old rows left",
+              flush=True)
         if not during["old_rows_left"]:
             break
     pairs = result["pairs"]
     result["without_rate_per_s"] = summarise(p["without"]["rate_per_s"] for p in pairs)
     result["during_rate_per_s"] = summarise(p["during"]["rate_per_s"] for p in pairs)
-    result["ratio"] = summarise(_ratio(p) for p in pairs)
+    result["ratio"] = summarise(_ratio(p) for p in pairs)  # its min is the worst pair
     result["paced_rows_per_s"] = summarise(p["during"]["purge_rows_per_s"] for p in pairs)
     result["paced_busy_rows_per_s"] = summarise(p["during"]["purge_busy_rows_per_s"]
                                                 for p in pairs)
+    result["purge_busy_share"] = summarise(p["during"]["purge_busy_share"] for p in pairs)
+    result["noise"] = summarise(_same_kind_neighbours(pairs))
     pace = _pace(ctx)
     result["pace"] = {"interval_s": pace.purge_interval, "run_s": pace.purge_seconds,
                       "batch": pace.purge_batch}
@@ -185,6 +189,21 @@ def run(ctx: Context) -> dict:
     result["load_at_end"] = list(os.getloadavg())
     ctx.results["purge"] = result
     return result
+
+
+def _same_kind_neighbours(pairs: list[dict]) -> list[float]:
+    """later / earlier deliveries/s of two drains of one kind that ran one after the other
+    (where one pair ends and the next begins): what the shared machine alone moves a ratio."""
+    timeline = []
+    for pair in pairs:
+        kinds = ("without", "during") if pair["order"] == "without first" else ("during", "without")
+        timeline += [(kind, pair[kind]["rate_per_s"]) for kind in kinds]
+    return [later / earlier for (kind_a, earlier), (kind_b, later) in zip(timeline, timeline[1:])
+            if kind_a == kind_b and earlier and later]
+
+
+def _fmt(value, spec: str = ".1f") -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def _ratio(pair: dict) -> float | None:
@@ -200,7 +219,11 @@ def rows(results: dict) -> list[Row]:
         Row("purge", f"old rows seeded ({r['old']['rows']:,})", r["seed_s"], "s"),
         Row("purge", "deliveries/s without purge", r["without_rate_per_s"], "/s"),
         Row("purge", "deliveries/s during purge", r["during_rate_per_s"], "/s"),
-        Row("purge", "ratio during / without", r["ratio"], "x", f">= {TARGET_RATIO}"),
+        Row("purge", f"ratio during / without ({len(r['pairs'])} pairs)", r["ratio"], "x",
+            f">= {TARGET_RATIO}"),
+        Row("purge", "ratio of the worst pair", r["ratio"]["min"], "x", f">= {TARGET_RATIO}"),
+        Row("purge", "share of the drain the purge worked", r["purge_busy_share"], "x"),
+        Row("purge", "noise: ratio of neighbouring drains of one kind", r.get("noise"), "x"),
         Row("purge", f"scheduled purge rows/s ({r['pace']['run_s']:g} s every "
                      f"{r['pace']['interval_s']:g} s)", r["paced_rows_per_s"], "/s"),
         Row("purge", "scheduled purge rows/s while a run works", r["paced_busy_rows_per_s"], "/s"),

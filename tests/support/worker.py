@@ -18,8 +18,9 @@ class WorkerProcess:
     process group, with the given environment."""
 
     def __init__(self, env: dict[str, str], *, concurrency: int = 2, pool: str = "prefork",
-                 beat: bool = True, loglevel: str = "INFO"):
+                 beat: bool = True, loglevel: str = "INFO", queues: str | None = None):
         self.env = {**os.environ, **env}
+        self.queues = queues  # --queues, if given (otherwise every queue of celeryconfig)
         self.concurrency = concurrency
         self.pool = pool
         self.beat = beat
@@ -41,6 +42,8 @@ class WorkerProcess:
             "--loglevel", self.loglevel, "--without-gossip", "--without-mingle",
             "--hostname", f"test-{os.getpid()}-{id(self)}-{time.monotonic_ns()}@%h",
         ]
+        if self.queues:
+            command += ["--queues", self.queues]
         if self.beat:
             command += ["-B", "--schedule", str(self.folder / "beat-schedule")]
         log = open(self.log_path, "ab")
