@@ -14,7 +14,6 @@ Skips locally when either is missing; fails when CI is set.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pytest
 from sqlalchemy import select
 
 from tests.support import services
+from tests.support.live_app import serving_app
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.worker import WorkerProcess
 from webhooks.db import session_scope
@@ -82,21 +82,13 @@ def worker(sync_playwright, postgres):
 @pytest.fixture
 def live_server(worker, db, tmp_path, monkeypatch):
     """The app on a real WSGI server in a thread; returns its base URL."""
-    from werkzeug.serving import make_server
-
     from webhooks.config import reset_settings_cache
 
     for name, value in {**ENV, "WEBHOOKS_DATA_DIR": str(tmp_path)}.items():
         monkeypatch.setenv(name, value)
     reset_settings_cache()
-    from web import create_app
-
-    server = make_server("127.0.0.1", 0, create_app({"TESTING": True}), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(10)
+    with serving_app() as url:
+        yield url
 
 
 @pytest.fixture

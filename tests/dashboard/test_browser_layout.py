@@ -16,7 +16,6 @@ with WEBHOOKS_DOCS_SCREENSHOTS=1.
 from __future__ import annotations
 
 import os
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,7 @@ import pytest
 from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, sync_playwright  # noqa: F401
 
 from tests.api.helpers import settle_publisher
+from tests.support.live_app import serving_app
 from webhooks import store
 from webhooks.db import session_scope
 from webhooks.models import Delivery, utcnow
@@ -136,21 +136,13 @@ def rows(db, redis_broker):
 @pytest.fixture
 def served(rows, tmp_path, monkeypatch):
     """The app on a real WSGI server in a thread (no worker: nothing here sends); its base URL."""
-    from werkzeug.serving import make_server
-
     from webhooks.config import reset_settings_cache
 
     monkeypatch.setenv("WEBHOOKS_SECURE_COOKIES", "false")  # plain http
     monkeypatch.setenv("WEBHOOKS_DATA_DIR", str(tmp_path))
     reset_settings_cache()
-    from web import create_app
-
-    server = make_server("127.0.0.1", 0, create_app({"TESTING": True}), threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join(10)
+    with serving_app() as url:
+        yield url
 
 
 @pytest.fixture
