@@ -11,7 +11,8 @@ status     share   attempts
 done       90 %    1 (2 % of them: a retry, then the success)
 failed      4 %    1, answered 404 or 410
 dead        3 %    6: five retries, then the last
-pending     3 %    1 to 3 retries so far; the next one parked, due within 12 h
+pending     3 %    1 to 3 retries so far; the next one parked, due 24 to 36 h after
+                   the seeding (PARKED_AFTER)
 =========  ======  ==========================================================
 
 Each chunk of ``CHUNK`` events is one INSERT statement of data-modifying
@@ -43,6 +44,11 @@ TYPES = ("email.sent", "email.delivered", "email.opened", "email.clicked",
          "reply.received", "email.bounced", "contact.created", "contact.updated")
 CHUNK = 100_000
 LADDER_S = (60, 300, 1800, 7200, 43200)  # the default WEBHOOKS_RETRY_DELAYS
+# The pending deliveries' next attempts start this long after the seeding starts: none may fall
+# due while a scenario runs, because no worker claims it then, and every sweep would send it
+# again (at 20 M events the seeding alone took 77 minutes; with "within 12 h" a tenth of the
+# 600,000 pending had fallen due by the timing, and the sweep timed its re-sending).
+PARKED_AFTER = dt.timedelta(hours=24)
 
 
 @dataclass(frozen=True)
@@ -100,7 +106,7 @@ WITH g AS MATERIALIZED (
                             attempt_count, next_attempt_at, parked, claimed_at, replay_of,
                             created_at, updated_at)
     SELECT delivery_id, :account_id, event_id, subscription_id, event_type, status, attempts,
-           CASE WHEN status = 'pending' THEN :now + luck * interval '12 hours' END,
+           CASE WHEN status = 'pending' THEN :parked_from + luck * interval '12 hours' END,
            status = 'pending', NULL, NULL, created_at, created_at
       FROM f
 )
@@ -161,7 +167,8 @@ def seed_events(history: History, n: int, *, hours: float = 72.0,
     params = {
         "account_id": history.account_id, "version": get_settings().version,
         "template": template, "placeholder": seed.PLACEHOLDER_ID,
-        "now": now, "newest": now - dt.timedelta(days=days_ago), "hours": hours,
+        "newest": now - dt.timedelta(days=days_ago), "hours": hours,
+        "parked_from": now + PARKED_AFTER,
         **{f"t{i}": name for i, name in enumerate(TYPES)},
         **{f"s{i}": sid for i, sid in enumerate(history.subscription_ids)},
     }

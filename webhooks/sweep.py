@@ -32,7 +32,7 @@ _deliveries = Delivery.__table__
 def run_sweep(settings: Settings | None = None) -> int:
     """Publish what :func:`sweep` finds; returns how many messages it sent.
 
-    Then folds the waiting counts of database connections that have gone
+    It also folds the waiting counts of database connections that have gone
     (webhooks/waiting.py), so /metrics keeps reading a few rows.
     """
     settings = settings or get_settings()
@@ -45,10 +45,10 @@ def run_sweep(settings: Settings | None = None) -> int:
             batch=settings.sweep_batch,
             max_in_flight=settings.max_in_flight,
         )
-    refused = publish_now(found)
-    # Apart, after the sweep's own commit: a few rows, and never a wait for the sweep's locks.
-    with session_scope() as session:
+        # In the same transaction (no commit of its own): it writes only rows no one else
+        # does, those of backends that have gone, and row 0, which only a fold writes.
         waiting_counts.fold(session.connection())
+    refused = publish_now(found)
     return len(found) - refused
 
 

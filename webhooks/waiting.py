@@ -93,7 +93,7 @@ SELECT count(*) FROM gone
 def fold(connection: Connection) -> int:
     """Fold the rows of PostgreSQL backends that have gone into row 0; the rows folded.
 
-    Called by each sweep, in a transaction of its own: it bounds the table to
+    Called by each sweep, in the sweep's transaction: it bounds the table to
     about one row per live connection. Nothing to do on SQLite.
     """
     if connection.dialect.name != "postgresql":
