@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import uuid
 
 import requests
 from celery import Celery
@@ -82,6 +83,15 @@ def post(delivery_id: str, attempt_count: int) -> None:
 def send(delivery_id: str, producer=None) -> None:
     """Publish one ceiling message (from the harness)."""
     app.send_task(TASK, args=(delivery_id, 0), queue=QUEUE, producer=producer)
+
+
+def send_many(n: int) -> float:
+    """Publish ``n`` ceiling messages on one producer; returns messages published per second."""
+    started = time.perf_counter()
+    with app.producer_or_acquire() as producer:
+        for _ in range(n):
+            send(str(uuid.uuid4()), producer=producer)
+    return n / (time.perf_counter() - started)
 
 
 _body()  # build it in the worker's main process, before the pool forks

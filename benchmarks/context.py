@@ -166,6 +166,16 @@ class Context:
         services.truncate_tables(self.options.database_url)
         self.receiver.reset()
 
+    def queue_deliveries(self, path: str, n: int, name: str = "bench") -> float:
+        """``n`` pending deliveries to one subscription on the receiver's ``path``, inserted in
+        bulk and published as the service publishes; returns messages published per second."""
+        from . import seed
+
+        target = seed.make_target(self.receiver.url(path), name=name)
+        ids = seed.bulk_deliveries(target, n)
+        services.analyse(self.options.database_url)
+        return seed.publish_deliveries(ids)
+
     def start_worker(self, config: PoolConfig, name: str, **env) -> ManagedProcess:
         """A service worker (``celery -A worker worker``) with this pool."""
         return start_worker(self.registry, name=name, env=self.env(**env), log_dir=self.log_dir,

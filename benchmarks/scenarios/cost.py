@@ -20,7 +20,6 @@ import time
 
 from sqlalchemy.engine import make_url
 
-from .. import seed, services
 from ..context import Context
 from ..meter import Meter
 from ..resources import RedisCommands
@@ -32,10 +31,7 @@ PATH = "/cost"
 
 def _prepare(ctx: Context, n: int) -> None:
     ctx.reset()
-    target = seed.make_target(ctx.receiver.url(PATH), name="cost")
-    ids = seed.bulk_deliveries(target, n)
-    services.analyse(ctx.options.database_url)
-    seed.publish_deliveries(ids)
+    ctx.queue_deliveries(PATH, n, name="cost")
 
 
 def _resources(ctx: Context, n: int) -> dict:

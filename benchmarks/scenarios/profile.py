@@ -21,11 +21,10 @@ import shutil
 import signal
 import subprocess
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
-from .. import resources, seed, services
+from .. import resources
 from ..context import Context
 from ..profile_categories import categorise
 from . import Row
@@ -77,18 +76,13 @@ def breakdown(stacks: Counter, deliveries: int, cpu_ms_per_delivery: float) -> d
 
 
 def _fill_service(ctx: Context, n: int) -> None:
-    target = seed.make_target(ctx.receiver.url(PATH), name="profile")
-    ids = seed.bulk_deliveries(target, n)
-    services.analyse(ctx.options.database_url)
-    seed.publish_deliveries(ids)
+    ctx.queue_deliveries(PATH, n, name="profile")
 
 
 def _fill_ceiling(ctx: Context, n: int) -> None:
-    from ..ceiling_app import app, send
+    from ..ceiling_app import send_many
 
-    with app.producer_or_acquire() as producer:
-        for _ in range(n):
-            send(str(uuid.uuid4()), producer=producer)
+    send_many(n)
 
 
 def _profile_drain(ctx: Context, name: str, n: int, fill, start) -> dict:

@@ -15,11 +15,9 @@ repeat is taken against the ceiling of the same repeat.
 from __future__ import annotations
 
 import time
-import uuid
 
 from sqlalchemy import text
 
-from .. import seed, services
 from ..context import Context, PoolConfig
 from ..stats import summarise
 from . import Row
@@ -31,14 +29,10 @@ FAST_PATH = "/fast"
 
 def measure_ceiling(ctx: Context, config: PoolConfig, n: int) -> dict:
     """One drain of ``n`` bare signed-POST tasks; deliveries/s and duplicates."""
-    from ..ceiling_app import app, send
+    from ..ceiling_app import send_many
 
     ctx.reset()
-    started = time.perf_counter()
-    with app.producer_or_acquire() as producer:
-        for _ in range(n):
-            send(str(uuid.uuid4()), producer=producer)
-    publish_rate = n / (time.perf_counter() - started)
+    publish_rate = send_many(n)
     worker = ctx.start_ceiling_worker(config, CEILING_PATH)
     try:
         arrivals = wait_for_unique(ctx.receiver, CEILING_PATH, n, drain_timeout(n))
@@ -50,10 +44,7 @@ def measure_ceiling(ctx: Context, config: PoolConfig, n: int) -> dict:
 def measure_service(ctx: Context, config: PoolConfig, n: int) -> dict:
     """One drain of ``n`` real deliveries through the service worker."""
     ctx.reset()
-    target = seed.make_target(ctx.receiver.url(FAST_PATH))
-    ids = seed.bulk_deliveries(target, n)
-    services.analyse(ctx.options.database_url)
-    publish_rate = seed.publish_deliveries(ids)
+    publish_rate = ctx.queue_deliveries(FAST_PATH, n)
     worker = ctx.start_worker(config, f"throughput-{config.label}")
     try:
         arrivals = wait_for_unique(ctx.receiver, FAST_PATH, n, drain_timeout(n))
