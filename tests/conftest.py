@@ -100,8 +100,7 @@ def db(postgres, monkeypatch):
     _use_database(monkeypatch, postgres)
     from webhooks.db import get_engine
 
-    with get_engine(postgres).begin() as connection:
-        connection.execute(text(f"TRUNCATE {TABLES} CASCADE"))
+    services.truncate(get_engine(postgres), TABLES)
     yield postgres
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -98,3 +99,25 @@ def recreate_database() -> None:
         connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{PG_TEST_DB}"')
         connection.exec_driver_sql(f'CREATE DATABASE "{PG_TEST_DB}"')
     engine.dispose()
+
+
+def truncate(engine, tables: str, tries: int = 20) -> None:
+    """Empty ``tables`` (a comma-separated list); again if PostgreSQL made it a deadlock's victim.
+
+    A worker kept running by a module's fixture can be mid-sweep while the next
+    test starts: the sweep holds ``deliveries`` and then, through its trigger,
+    wants ``waiting_counts``, the order the TRUNCATE takes them in reverse. Its
+    transaction is short, so trying again after it ends succeeds.
+    """
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(1, tries + 1):
+        try:
+            with engine.begin() as connection:
+                connection.execute(text(f"TRUNCATE {tables} CASCADE"))
+            return
+        except OperationalError as error:
+            if getattr(error.orig, "pgcode", None) != "40P01" or attempt == tries:  # deadlock_detected
+                raise
+            time.sleep(0.05 * attempt)
