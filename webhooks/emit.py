@@ -9,7 +9,10 @@ sweep sends them.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
+import logging
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, insert, select
@@ -20,7 +23,8 @@ from sqlalchemy.orm import Session
 
 from . import publisher
 from .config import Settings, get_settings
-from .db import get_sessionmaker
+from .db import get_engine, get_sessionmaker
+from .emit_statement import store_in_one_statement
 from .errors import NotFound
 from .event_input import envelope_bytes, validate_input
 from .models import Account, Delivery, Event, Subscription, new_id, utcnow
@@ -29,6 +33,7 @@ from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
 
 __all__ = ["emit_event", "send_test", "EmittedEvent"]
 
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -99,15 +104,30 @@ def _insert_event(connection: Connection, values: dict) -> bool:
 
 
 def _existing(connection: Connection, account_id: str, key: str) -> EmittedEvent:
+    """The account's event with this idempotency key, as a duplicate (nothing to publish)."""
+    emitted, _ = _stored_event(connection, (events_table.c.account_id == account_id)
+                               & (events_table.c.idempotency_key == key))
+    return dataclasses.replace(emitted, duplicate=True)
+
+
+def _stored_event(connection: Connection, which) -> tuple[EmittedEvent | None, list[Dispatch]]:
+    """The stored event ``which`` selects, and a Dispatch for each of its deliveries still
+    waiting for their first message (pending, attempt count 0, not parked)."""
     event = connection.execute(
-        select(events_table.c.id, events_table.c.type, events_table.c.created_at).where(
-            events_table.c.account_id == account_id, events_table.c.idempotency_key == key
-        )
-    ).one()
-    ids = connection.execute(
-        select(deliveries_table.c.id).where(deliveries_table.c.event_id == event.id)
-    ).scalars().all()
-    return EmittedEvent(event.id, event.type, event.created_at, tuple(ids), duplicate=True)
+        select(events_table.c.id, events_table.c.type, events_table.c.created_at).where(which)
+    ).first()
+    if event is None:
+        return None, []
+    rows = connection.execute(
+        select(deliveries_table.c.id, deliveries_table.c.status, deliveries_table.c.attempt_count,
+               deliveries_table.c.parked)
+        .where(deliveries_table.c.event_id == event.id)
+    ).all()
+    first_message = [Dispatch(row.id, 0) for row in rows
+                     if row.status == DeliveryStatus.PENDING.value and row.attempt_count == 0
+                     and not row.parked]
+    return EmittedEvent(event.id, event.type, event.created_at,
+                        tuple(row.id for row in rows)), first_message
 
 
 def _targets(connection: Connection, account_id: str, event_type: str) -> list[tuple[str, str, bool]]:
@@ -204,6 +224,67 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
 
 
 def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings):
+    """Store the event and its deliveries, committed; returns them and what to publish."""
+    if get_engine(pre_ping=False).dialect.name == "postgresql":
+        return _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings)
+    return _emit_in_a_session(account_id, event_type, data, idempotency_key, settings)
+
+
+def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings):
+    """PostgreSQL: one prepared statement that commits as it returns (emit_statement.py);
+    once more if the connection was lost.
+
+    Unlike the session's path, the second try is safe even if the first one's
+    commit was lost with the connection: it stores the same event id, finds it
+    stored, and publishes the deliveries that first try stored.
+    """
+    validate_input(account_id, event_type, data, idempotency_key)
+    event_id, created_at = new_id(), utcnow()
+    body = envelope_bytes(event_id, event_type, data, created_at, settings)
+    values = dict(event_id=event_id, account_id=account_id, event_type=event_type,
+                  pausable=held_by_pause(event_type), version=settings.version,
+                  idempotency_key=idempotency_key, body=body, created_at=created_at)
+    for try_number in (1, 2):
+        try:
+            with _autocommit(get_engine(pre_ping=False)).connect() as connection:
+                stored = store_in_one_statement(connection, **values)
+                if not stored.account_found:
+                    raise NotFound(f"account {account_id} does not exist")
+                if stored.event_stored:
+                    return _stored(event_id, event_type, created_at, stored)
+                return _stored_before(connection, event_id, account_id, idempotency_key)
+        except OperationalError as exc:
+            if try_number == 2 or not exc.connection_invalidated:
+                raise
+            log.warning("database connection lost while emitting event %s; trying once more",
+                        event_id)
+    raise AssertionError("unreachable")
+
+
+def _stored(event_id, event_type, created_at, stored) -> tuple[EmittedEvent, list[Dispatch]]:
+    emitted = EmittedEvent(event_id, event_type, created_at,
+                           tuple(d_id for d_id, _, _ in stored.deliveries))
+    first_messages = [Dispatch(d_id, 0) for d_id, status, parked in stored.deliveries
+                      if status == DeliveryStatus.PENDING.value and not parked]
+    return emitted, first_messages
+
+
+def _stored_before(connection, event_id, account_id, idempotency_key):
+    """The event was there already: stored by this call's first try (publish its
+    deliveries), or an earlier event with the same idempotency key (a duplicate)."""
+    emitted, first_messages = _stored_event(connection, events_table.c.id == event_id)
+    if emitted is not None:
+        return emitted, first_messages
+    return _existing(connection, account_id, idempotency_key), []
+
+
+@functools.lru_cache(maxsize=8)
+def _autocommit(engine):
+    """``engine`` with its connections in autocommit mode while checked out (same pool)."""
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
+def _emit_in_a_session(account_id, event_type, data, idempotency_key, settings):
     """_emit in a transaction of its own, committed; once more if the connection was dead.
 
     The session comes from the engine without pre-ping (its round trip was a
