@@ -66,13 +66,15 @@ def _prepare_sqlite_file(database: str) -> None:
     create_private_file(path)
 
 
-def make_engine(url: str, *, pre_ping: bool = True, attempts: bool = False) -> Engine:
+def make_engine(url: str, *, pre_ping: bool = True, attempts: bool = False,
+                autocommit: bool = False) -> Engine:
     """A new engine for ``url`` with the settings this service needs.
 
     ``pre_ping=False`` is for callers that handle a dropped connection
     themselves (the delivery hot path retries once): it saves a round trip
     each time a connection is taken from the pool. ``attempts=True`` is the
-    engine of the claims and records of attempts (see get_attempt_engine).
+    engine of the claims and records of attempts (see get_attempt_engine);
+    ``autocommit=True`` the one of get_autocommit_engine.
     """
     parsed = make_url(url)
     settings = get_settings()
@@ -96,7 +98,8 @@ def make_engine(url: str, *, pre_ping: bool = True, attempts: bool = False) -> E
         hide_parameters=True,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
-        **(_attempt_options(settings.durable_attempts) if attempts else {}),
+        **(_attempt_options(settings.durable_attempts) if attempts else
+           {"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
     )
 
 
@@ -109,19 +112,21 @@ def _attempt_options(durable: bool) -> dict:
     return options
 
 
-def _entry(url: str | None = None, pre_ping: bool = True,
-           attempts: bool = False) -> tuple[Engine, sessionmaker]:
+def _entry(url: str | None = None, pre_ping: bool = True, attempts: bool = False,
+           autocommit: bool = False) -> tuple[Engine, sessionmaker]:
     url = url or get_settings().database_url
-    if attempts and make_url(url).get_backend_name() != "postgresql":
-        attempts = False  # SQLite: one writer at a time; nothing to gain
-    kind = "attempts" if attempts else "checked" if pre_ping else "unchecked"
+    if make_url(url).get_backend_name() != "postgresql":
+        attempts = autocommit = False  # SQLite: one writer at a time; nothing to gain
+    kind = ("attempts" if attempts else "autocommit" if autocommit
+            else "checked" if pre_ping else "unchecked")
     key = (os.getpid(), url, kind)
     entry = _cache.get(key)
     if entry is None:
         with _lock:
             entry = _cache.get(key)
             if entry is None:
-                engine = make_engine(url, pre_ping=pre_ping, attempts=attempts)
+                engine = make_engine(url, pre_ping=pre_ping, attempts=attempts,
+                                     autocommit=autocommit)
                 entry = (engine, sessionmaker(engine, expire_on_commit=False))
                 _cache[key] = entry
     return entry
@@ -150,6 +155,15 @@ def get_attempt_engine(url: str | None = None) -> Engine:
     retries a dropped connection once. Elsewhere: the engine without pre-ping.
     """
     return _entry(url, False, attempts=True)[0]
+
+
+def get_autocommit_engine(url: str | None = None) -> Engine:
+    """This process's engine for single statements that commit as they return, durably
+    (emit_event's one statement on PostgreSQL, emit_statement.py): its connections stay
+    in autocommit mode, so no BEGIN or COMMIT travels, and none is switched back on
+    return to the pool (psycopg2 would send a SET for that). No pre-ping: its caller
+    retries a dropped connection once. On SQLite: the engine without pre-ping."""
+    return _entry(url, False, autocommit=True)[0]
 
 
 def in_autocommit(connection: Connection) -> bool:

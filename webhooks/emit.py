@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import logging
 from dataclasses import dataclass
 
@@ -23,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from . import publisher
 from .config import Settings, get_settings
-from .db import get_engine, get_sessionmaker
+from .db import get_autocommit_engine, get_engine, get_sessionmaker
 from .emit_statement import store_in_one_statement
 from .errors import NotFound
 from .event_input import envelope_bytes, validate_input
@@ -246,7 +245,7 @@ def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settin
                   idempotency_key=idempotency_key, body=body, created_at=created_at)
     for try_number in (1, 2):
         try:
-            with _autocommit(get_engine(pre_ping=False)).connect() as connection:
+            with get_autocommit_engine().connect() as connection:
                 stored = store_in_one_statement(connection, **values)
                 if not stored.account_found:
                     raise NotFound(f"account {account_id} does not exist")
@@ -276,12 +275,6 @@ def _stored_before(connection, event_id, account_id, idempotency_key):
     if emitted is not None:
         return emitted, first_messages
     return _existing(connection, account_id, idempotency_key), []
-
-
-@functools.lru_cache(maxsize=8)
-def _autocommit(engine):
-    """``engine`` with its connections in autocommit mode while checked out (same pool)."""
-    return engine.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def _emit_in_a_session(account_id, event_type, data, idempotency_key, settings):
