@@ -1,11 +1,12 @@
 """The attempt engine (db.get_attempt_engine) on the real PostgreSQL.
 
 Its connections are in autocommit mode and do not wait for the WAL flush:
-a transaction's BEGIN rides with its first statement, and a crash of the
-database can lose the last claims and records. These tests pin what that
-must never change: each claim and each failure's record is still one
-transaction with what follows it, and a lost commit costs a repeated
-attempt, never a delivery.
+a claim commits in its one round trip, a transaction's BEGIN rides with its
+first statement, and a crash of the database can lose the last claims and
+records. These tests pin what that must never change: nothing after a claim
+needs its transaction (the sweep stands in for it), each failure's record is
+one transaction with the pause it leads to, and a lost commit costs a
+repeated attempt, never a delivery.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import pytest
 from sqlalchemy import delete, select, text, update
 
 from tests.factories import make_account, make_subscription
-from webhooks import claim as claim_module
 from webhooks import record as record_module
 from webhooks.config import get_settings, reset_settings_cache
 from webhooks.db import dispose_engine, get_attempt_engine, get_engine, session_scope
@@ -80,21 +80,39 @@ def test_attempts_commit_without_waiting_for_the_flush_unless_told(db, monkeypat
         dispose_engine()
 
 
-def test_a_claim_and_what_follows_it_are_one_transaction(db, quiet_publish, monkeypatch):
-    """A claim of a paused subscription's delivery gives it back in the claim's transaction:
-    if the give-back fails, the claim is undone with it (the delivery stays pending)."""
+def test_a_paused_subscriptions_delivery_is_held_without_being_claimed(db, quiet_publish):
+    """The claim refuses it, and one statement holds it: nothing was claimed, so nothing
+    is given back (the claim needs no transaction around what follows it)."""
     delivery_id, subscription_id = _one_delivery()
     with session_scope() as session:
         session.execute(update(Subscription).where(Subscription.id == subscription_id)
                         .values(status="paused"))
+    receiver = Receiver()
+    assert run_attempt(delivery_id, 0, sender=receiver) is None
+    assert receiver.sent == [] and _row(delivery_id) == ("paused", 0, 0)
 
-    def give_back_that_fails(*args):
-        raise RuntimeError("the give-back failed")
 
-    monkeypatch.setattr(claim_module, "_give_back", give_back_that_fails)
+def test_a_claim_commits_as_it_returns_and_the_sweep_stands_in_for_what_follows(
+        db, quiet_publish, monkeypatch):
+    """On the attempt engine the claim commits in its own round trip. If what follows it
+    fails (here the rate limit's check), the delivery stays claimed, and the sweep takes
+    the claim back, as after a worker's crash; the next message sends attempt 1."""
+    delivery_id, _ = _one_delivery()
+    seen_by_others = []
+
+    def admit_that_fails(connection, claimed, *args, **kwargs):
+        seen_by_others.append(_row(delivery_id))  # another connection, during the attempt
+        raise RuntimeError("the rate limit's check failed")
+
+    monkeypatch.setattr("webhooks.pacing.admit", admit_that_fails)
     with pytest.raises(RuntimeError):
         run_attempt(delivery_id, 0, sender=Receiver())
-    assert _row(delivery_id) == ("pending", 0, 0)
+    assert seen_by_others == [("sending", 1, 0)]  # committed before what follows it ran
+    assert _row(delivery_id) == ("sending", 1, 0)
+    later = utcnow() + dt.timedelta(seconds=600)
+    with session_scope() as session:
+        found = sweep(session, later, timeout=15, recover_after=120, batch=100)
+    assert [(d.delivery_id, d.attempt_count) for d in found] == [(delivery_id, 0)]
 
 
 def test_a_failures_record_and_the_pause_it_leads_to_are_one_transaction(

@@ -7,12 +7,16 @@ also joins the event and the subscription (UPDATE … FROM … RETURNING) and is
 prepared once per connection (prepared.py); SQLite cannot return columns of
 joined tables, so it loads them with a second statement.
 
-The claim also keeps the limits on attempts in flight (:class:`Caps`, and a
-subscription's own ``max_in_flight`` in place of the service's); a
-delivery turned away by one waits for a free slot (``states.waiting``)
-without a broker message, and a finished attempt or the sweep releases it
-(record.py, sweep.py). It loads the secret that signs at the moment of the
-claim (rotation.py), and what the rate limit needs (pacing.py).
+The claim takes only a delivery of a live subscription that a pause does
+not hold, and keeps the limits on attempts in flight (:class:`Caps`, and a
+subscription's own ``max_in_flight`` in place of the service's). A
+delivery it does not take is turned away in one more statement: ended
+``failed`` (deleted subscription), held ``paused``, or waiting for a free
+slot (``states.waiting``) without a broker message, which a finished
+attempt or the sweep releases (record.py, sweep.py). As nothing is ever
+claimed and then given back (but by the rate limit), the claim commits as
+it returns, in its one round trip. It loads the secret that signs at the
+moment of the claim (rotation.py), and what the rate limit needs (pacing.py).
 """
 
 from __future__ import annotations
@@ -20,16 +24,16 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from sqlalchemy import Integer, and_, bindparam, case, false, func, or_, select, update
+from sqlalchemy import Integer, and_, bindparam, case, false, func, null, or_, select, true, update
 from sqlalchemy.engine import Connection
 
 from .config import Settings
 from .models import Delivery, Event, Subscription, UTCDateTime
 from .prepared import PreparedStatement, execute_together
 from .rotation import signing_secret
-from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
+from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus
 
-__all__ = ["Claim", "Caps", "claim", "wait_for_slot", "EARLY_SLACK"]
+__all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
 
 PENDING, SENDING = DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value
 # A countdown message may arrive a little before next_attempt_at (clock rounding).
@@ -113,16 +117,23 @@ _CLAIMABLE = (
     deliveries.c.attempt_count == bindparam("count"),
     or_(deliveries.c.next_attempt_at.is_(None), deliveries.c.next_attempt_at <= bindparam("due")),
 )
+# The subscription is not deleted, and a pause does not hold this delivery (states.held_by_pause).
+_sub = subscriptions.alias("sub")
+_SENDABLE = (select(_sub.c.id)
+             .where(_sub.c.id == deliveries.c.subscription_id, _sub.c.deleted_at.is_(None),
+                    or_(_sub.c.status != SubscriptionStatus.PAUSED.value,
+                        deliveries.c.event_type == UNPAUSABLE_TYPE))
+             .exists())
 _TAKE = (
     update(deliveries)
-    .where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _UNDER_CAPS)
+    .where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _SENDABLE, _UNDER_CAPS)
     .values(status=SENDING, attempt_count=deliveries.c.attempt_count + 1,
             claimed_at=bindparam("now"), parked=false(), updated_at=bindparam("now"))
 )
 _NOW = bindparam("now", type_=UTCDateTime)
 _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
-           signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.status,
-           subscriptions.c.deleted_at, subscriptions.c.headers, subscriptions.c.rate_limit)
+           signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
+           subscriptions.c.rate_limit)
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced)
 
@@ -150,32 +161,31 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
           caps: Caps = Caps()) -> Claim | None:
     """Claim the next attempt of a pending, due delivery; None if it is not ours to send.
 
-    A claim for a paused (or deleted) subscription is given back at once and
-    the delivery held as ``paused`` (or ended ``failed``). A delivery over one
-    of ``caps`` waits for a free slot instead (:func:`wait_for_slot`).
+    Only a delivery of a live subscription that a pause does not hold is
+    claimed; one that is not, or is over one of ``caps``, is turned away
+    (:func:`turn_away`) instead.
+
+    On the attempt engine (autocommit) the claim commits as it returns, in its
+    one round trip: nothing that follows it needs to be in its transaction,
+    as a claim is never given back but by the rate limit (pacing.py), whose
+    give-back is conditional on the claim and which the sweep stands in for.
     """
     params = {"d_id": delivery_id, "count": attempt_count, "now": now, "due": now + EARLY_SLACK,
               "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account}
     if connection.dialect.name == "postgresql":
         # Always: even with the service's caps at 0, a subscription may have its own.
-        # One round trip: [BEGIN;] the turn; the claim (each with its own snapshot).
+        # One round trip: the turn, then the claim (each with its own snapshot); on an
+        # autocommit connection the two are one implicit transaction, committed at the end.
         rows = execute_together(
-            connection, [(_TURN_PG, {"d_id": delivery_id}), (_CLAIM_PG, params)], begin=True)
+            connection, [(_TURN_PG, {"d_id": delivery_id}), (_CLAIM_PG, params)])
         row = rows[0] if rows else None
     else:
         row = _claim_portable(connection, params)
     if row is None:
-        # Claimable but not claimed: a cap turned it away.
-        wait_for_slot(connection, delivery_id, attempt_count, now)
+        turn_away(connection, delivery_id, attempt_count, now)
         return None
-    (subscription_id, event_id, event_type, paced, body, version, url, secret, status, deleted_at,
-     headers, rate_limit) = row
-    if deleted_at is not None:
-        _give_back(connection, delivery_id, DeliveryStatus.FAILED.value, now)
-        return None
-    if status == SubscriptionStatus.PAUSED.value and held_by_pause(event_type):
-        _give_back(connection, delivery_id, DeliveryStatus.PAUSED.value, now)
-        return None
+    (subscription_id, event_id, event_type, paced, body, version, url, secret, headers,
+     rate_limit) = row
     return Claim(delivery_id, attempt_count + 1, event_id, event_type, subscription_id, url,
                  secret, bytes(body), version, headers or {}, rate_limit, bool(paced))
 
@@ -190,24 +200,32 @@ def _claim_portable(connection: Connection, params: dict):
     return (*taken, *loaded)
 
 
-def _give_back(connection: Connection, delivery_id: str, status: str, now: dt.datetime) -> None:
-    """Give back a claim without an attempt: the attempt count is restored, nothing recorded
-    (and a slot of the rate limit it held is given up)."""
-    connection.execute(
-        update(deliveries)
-        .where(deliveries.c.id == delivery_id, deliveries.c.status == SENDING)
-        .values(status=status, attempt_count=deliveries.c.attempt_count - 1, claimed_at=None,
-                paced=False, updated_at=now)
-    )
+_sub_status = select(_sub.c.status).where(_sub.c.id == deliveries.c.subscription_id)
+_sub_deleted = select(_sub.c.deleted_at).where(_sub.c.id == deliveries.c.subscription_id)
+_HELD = and_(_sub_status.scalar_subquery() == SubscriptionStatus.PAUSED.value,
+             deliveries.c.event_type != UNPAUSABLE_TYPE)
+_GONE = _sub_deleted.scalar_subquery().is_not(None)
+_WAITS = ~or_(_HELD, _GONE)  # neither: a cap turned it away
+# One statement, so it needs no transaction: a claimable delivery that was not claimed
+# ends failed (its subscription was deleted), is held paused, or waits for a free slot.
+_TURN_AWAY = (
+    update(deliveries).where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE)
+    .values(status=case((_GONE, DeliveryStatus.FAILED.value),
+                        (_HELD, DeliveryStatus.PAUSED.value), else_=deliveries.c.status),
+            parked=case((_WAITS, true()), else_=deliveries.c.parked),
+            next_attempt_at=case((_WAITS, null()), else_=deliveries.c.next_attempt_at),
+            paced=false(), updated_at=bindparam("now"))
+)
 
 
-def wait_for_slot(connection: Connection, delivery_id: str, attempt_count: int,
-                  now: dt.datetime) -> bool:
-    """Make a delivery the caps turned away wait for a free slot; False if it was not
-    claimable (a stale or duplicate message changes nothing)."""
+def turn_away(connection: Connection, delivery_id: str, attempt_count: int,
+              now: dt.datetime) -> bool:
+    """What happens to a delivery the claim did not take: ``failed`` if its subscription
+    was deleted, ``paused`` if a pause holds it, else it waits for a free slot of the
+    caps (``states.waiting``: no message, no time; a finished attempt or the sweep
+    releases it). False if it was not claimable: a stale or duplicate message changes
+    nothing."""
     moved = connection.execute(
-        update(deliveries).where(deliveries.c.id == delivery_id, *_CLAIMABLE)
-        .values(parked=True, next_attempt_at=None, paced=False, updated_at=now),
-        {"count": attempt_count, "due": now + EARLY_SLACK},
-    )
+        _TURN_AWAY, {"d_id": delivery_id, "count": attempt_count, "due": now + EARLY_SLACK,
+                     "now": now})
     return moved.rowcount == 1

@@ -124,7 +124,8 @@ def run_attempt(
 def _claim(connection, delivery_id: str, attempt_count: int,
            settings: Settings) -> Claim | pacing.Paced | None:
     """Claim the attempt (claim.py) and let it through the subscription's rate limit
-    (pacing.py), in one transaction."""
+    (pacing.py). On the attempt engine the claim has committed before the rate limit's
+    check runs; if that check fails, the sweep takes the claim back."""
     now = utcnow()
     claimed = claim(connection, delivery_id, attempt_count, now, Caps.of(settings))
     if claimed is None:
