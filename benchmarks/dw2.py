@@ -97,9 +97,10 @@ class DjangoWebhook2:
         self.migrated = True
         return item
 
-    def start_worker(self, config: PoolConfig) -> ManagedProcess:
-        """Its Celery worker, with the same pool and log level as the service's."""
-        return start_worker(self.ctx.registry, name=f"dw2-{config.label}", env=self.env(),
+    def start_worker(self, config: PoolConfig, number: int = 1) -> ManagedProcess:
+        """Its Celery worker (the ``number``-th), with the same pool and log level as the
+        service's."""
+        return start_worker(self.ctx.registry, name=f"dw2-{config.label}-{number}", env=self.env(),
                             log_dir=self.ctx.log_dir, app=f"{PROJECT}.tasks_app", queues=QUEUE,
                             pool=config.pool, concurrency=config.concurrency,
                             loglevel=self.ctx.options.loglevel, python=self.python)

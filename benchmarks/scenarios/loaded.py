@@ -64,17 +64,18 @@ def start_emitters(ctx: Context, leg: Leg) -> list[ManagedProcess]:
     return emitters
 
 
-def run_leg(ctx: Context, leg: Leg, worker: ManagedProcess) -> dict:
-    """Start the emitters against the running ``worker``, measure, stop both; the figures."""
+def run_leg(ctx: Context, leg: Leg, workers: list[ManagedProcess]) -> dict:
+    """Start the emitters against the running ``workers``, measure, stop all; the figures
+    (a worker's CPU per delivery is that of all the workers' process groups together)."""
     emitters = start_emitters(ctx, leg)
     try:
         _wait_first_arrival(ctx, leg, emitters)
         time.sleep(ctx.sizes.shared_warmup)
-        figures = _timed_window(ctx, leg, worker, emitters)
+        figures = _timed_window(ctx, leg, workers, emitters)
         if ctx.sizes.shared_monitor_seconds > 0:
             figures.update(_redis_window(ctx, leg, emitters))
     finally:
-        ctx.stop(*emitters, worker)
+        ctx.stop(*emitters, *workers)
     return figures
 
 
@@ -93,12 +94,12 @@ def _wait_first_arrival(ctx: Context, leg: Leg, emitters: list[ManagedProcess]) 
         time.sleep(0.05)
 
 
-def _timed_window(ctx: Context, leg: Leg, worker: ManagedProcess,
+def _timed_window(ctx: Context, leg: Leg, workers: list[ManagedProcess],
                   emitters: list[ManagedProcess]) -> dict:
     """Deliveries/s over ``shared_seconds``, and the Meter's figures per delivery."""
     from webhooks.db import get_engine
 
-    groups = {"worker": [worker.pid], "emitters": [e.pid for e in emitters]}
+    groups = {"worker": [w.pid for w in workers], "emitters": [e.pid for e in emitters]}
     with get_engine().connect() as connection:
         connection = connection.execution_options(isolation_level="AUTOCOMMIT")
         meter = Meter(connection, leg.database, groups)
@@ -108,7 +109,7 @@ def _timed_window(ctx: Context, leg: Leg, worker: ManagedProcess,
         while time.monotonic() - started < ctx.sizes.shared_seconds:
             time.sleep(SAMPLE_S)
             meter.sample()
-            _check_alive(emitters + [worker])
+            _check_alive(emitters + workers)
         meter.stop()
         seconds = time.monotonic() - started
         delivered = ctx.receiver.count(leg.path) - before

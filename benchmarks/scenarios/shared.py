@@ -3,8 +3,9 @@
 Each repeat runs these legs in turn, each against the fast receiver
 (``loaded.py`` measures a leg):
 
-- ``service``: a service worker with the scenario pool (the Procfile's
-  worker line unless ``--scenario-pool``) while ``shared_emitters`` (2)
+- ``service``: ``shared_workers`` (1) service workers with the scenario pool
+  (the Procfile's worker line unless ``--scenario-pool``; several, as a
+  Procfile entry is scaled, with ``--shared-workers``) while ``shared_emitters`` (2)
   processes call ``webhooks.emit_event`` at full speed, held to a backlog
   of 1,000 waiting messages; events go round robin to ``tenants`` (10)
   accounts with one subscription each, so no per-subscription or
@@ -14,7 +15,7 @@ Each repeat runs these legs in turn, each against the fast receiver
   publishers (``ceiling_app.send``);
 - ``django_webhook2`` (only with ``--scenarios ...,django_webhook2`` and
   ``WEBHOOKS_BENCH_DJANGO_WEBHOOK2_PYTHON``: ``benchmarks/dw2.py``): the
-  package's worker with the scenario pool, fed by processes calling its
+  package's workers (as many, with the scenario pool), fed by processes calling its
   ``emit_event``.
 
 Per leg: deliveries/s, worker CPU ms per delivery and the emitters' CPU,
@@ -53,7 +54,8 @@ def service_leg(ctx: Context) -> dict:
     leg = Leg("shared", path, sys.executable, EMITTER,
               ("--kind", "service", "--accounts", ",".join(accounts)), ctx.env(),
               _database(ctx), ctx.options.broker_url)
-    return run_leg(ctx, leg, ctx.start_worker(ctx.options.scenario_pool, "shared"))
+    return run_leg(ctx, leg, [ctx.start_worker(ctx.options.scenario_pool, f"shared-{i + 1}")
+                              for i in range(ctx.sizes.shared_workers)])
 
 
 def ceiling_leg(ctx: Context) -> dict:
@@ -61,8 +63,8 @@ def ceiling_leg(ctx: Context) -> dict:
     path = PATHS["ceiling"]
     leg = Leg("shared-ceiling", path, sys.executable, EMITTER, ("--kind", "ceiling"), ctx.env(),
               _database(ctx), ctx.options.broker_url)
-    return run_leg(ctx, leg, ctx.start_ceiling_worker(ctx.options.ceiling_pool, path,
-                                                      "shared-ceiling"))
+    return run_leg(ctx, leg, [ctx.start_ceiling_worker(ctx.options.ceiling_pool, path,
+                                                       "shared-ceiling")])
 
 
 def dw2_leg(ctx: Context, dw2) -> dict:
@@ -71,7 +73,8 @@ def dw2_leg(ctx: Context, dw2) -> dict:
     item = dw2.prepare(path)
     leg = Leg("shared-dw2", path, dw2.python, "benchmarks.dw2_project.emit", ("--item", item),
               dw2.env(), dw2.database, dw2.broker_url)
-    return run_leg(ctx, leg, dw2.start_worker(ctx.options.scenario_pool))
+    return run_leg(ctx, leg, [dw2.start_worker(ctx.options.scenario_pool, i + 1)
+                              for i in range(ctx.sizes.shared_workers)])
 
 
 def _legs(ctx: Context) -> tuple[dict, object]:
@@ -134,8 +137,10 @@ def _ratios(runs: list[dict], references: list[dict]) -> dict:
 
 def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> None:
     sizes = ctx.sizes
+    pool = ctx.options.scenario_pool.label
     setting = {"seconds": sizes.shared_seconds, "emitters": sizes.shared_emitters,
-               "backlog": sizes.shared_backlog, "pool": ctx.options.scenario_pool.label}
+               "backlog": sizes.shared_backlog, "workers": sizes.shared_workers,
+               "pool": pool if sizes.shared_workers == 1 else f"{sizes.shared_workers} x {pool}"}
     service = runs.get("service") or []
     if "service" in runs:
         shared = {**setting, "tenants": sizes.tenants,
