@@ -31,7 +31,7 @@ from .config import Settings
 from .models import Delivery, Event, Subscription, UTCDateTime
 from .prepared import PreparedStatement, execute_together
 from .rotation import signing_secret
-from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus
+from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause_in_sql
 
 __all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
 
@@ -117,13 +117,15 @@ _CLAIMABLE = (
     deliveries.c.attempt_count == bindparam("count"),
     or_(deliveries.c.next_attempt_at.is_(None), deliveries.c.next_attempt_at <= bindparam("due")),
 )
-# The subscription is not deleted, and a pause does not hold this delivery (states.held_by_pause).
+# Why a claimable delivery may not be sent: its subscription was deleted, or is paused and
+# the pause holds this type (states.held_by_pause). Neither: it may go (caps permitting).
 _sub = subscriptions.alias("sub")
-_SENDABLE = (select(_sub.c.id)
-             .where(_sub.c.id == deliveries.c.subscription_id, _sub.c.deleted_at.is_(None),
-                    or_(_sub.c.status != SubscriptionStatus.PAUSED.value,
-                        deliveries.c.event_type == UNPAUSABLE_TYPE))
-             .exists())
+_GONE = (select(_sub.c.deleted_at).where(_sub.c.id == deliveries.c.subscription_id)
+         .scalar_subquery().is_not(None))
+_HELD = and_(select(_sub.c.status).where(_sub.c.id == deliveries.c.subscription_id)
+             .scalar_subquery() == SubscriptionStatus.PAUSED.value,
+             held_by_pause_in_sql(deliveries.c.event_type))
+_SENDABLE = ~or_(_GONE, _HELD)
 _TAKE = (
     update(deliveries)
     .where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _SENDABLE, _UNDER_CAPS)
@@ -200,20 +202,15 @@ def _claim_portable(connection: Connection, params: dict):
     return (*taken, *loaded)
 
 
-_sub_status = select(_sub.c.status).where(_sub.c.id == deliveries.c.subscription_id)
-_sub_deleted = select(_sub.c.deleted_at).where(_sub.c.id == deliveries.c.subscription_id)
-_HELD = and_(_sub_status.scalar_subquery() == SubscriptionStatus.PAUSED.value,
-             deliveries.c.event_type != UNPAUSABLE_TYPE)
-_GONE = _sub_deleted.scalar_subquery().is_not(None)
-_WAITS = ~or_(_HELD, _GONE)  # neither: a cap turned it away
 # One statement, so it needs no transaction: a claimable delivery that was not claimed
-# ends failed (its subscription was deleted), is held paused, or waits for a free slot.
+# ends failed (its subscription was deleted), is held paused, or (sendable, so a cap
+# turned it away) waits for a free slot.
 _TURN_AWAY = (
     update(deliveries).where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE)
     .values(status=case((_GONE, DeliveryStatus.FAILED.value),
                         (_HELD, DeliveryStatus.PAUSED.value), else_=deliveries.c.status),
-            parked=case((_WAITS, true()), else_=deliveries.c.parked),
-            next_attempt_at=case((_WAITS, null()), else_=deliveries.c.next_attempt_at),
+            parked=case((_SENDABLE, true()), else_=deliveries.c.parked),
+            next_attempt_at=case((_SENDABLE, null()), else_=deliveries.c.next_attempt_at),
             paced=false(), updated_at=bindparam("now"))
 )
 

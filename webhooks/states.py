@@ -72,6 +72,11 @@ def held_by_pause(event_type: str) -> bool:
     return event_type != UNPAUSABLE_TYPE
 
 
+def held_by_pause_in_sql(event_type) -> ColumnElement:
+    """:func:`held_by_pause` over a column (or SQL expression) of event types."""
+    return event_type != UNPAUSABLE_TYPE
+
+
 def public_status(stored: str) -> str:
     """The status shown for a stored one (``sending`` is shown as ``pending``)."""
     return DeliveryStatus(stored).public

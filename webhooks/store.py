@@ -20,7 +20,7 @@ from .errors import Conflict, NotFound
 from .models import Delivery, Subscription, new_id
 from .outbox import Dispatch, publish_after_commit
 from .quotas import reserve_subscription_slot
-from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
+from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, held_by_pause_in_sql
 
 __all__ = [
     "SETTINGS",
@@ -115,7 +115,7 @@ def hold_pending(session, subscription_id: str, now: dt.datetime) -> int:
         .where(
             Delivery.subscription_id == subscription_id,
             Delivery.status == PENDING,
-            Delivery.event_type != UNPAUSABLE_TYPE,  # states.held_by_pause, in SQL
+            held_by_pause_in_sql(Delivery.event_type),
         )
         .values(status=PAUSED, parked=False, paced=False, updated_at=now)
     )
