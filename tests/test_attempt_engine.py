@@ -87,9 +87,13 @@ def test_a_paused_subscriptions_delivery_is_held_without_being_claimed(db, quiet
     with session_scope() as session:
         session.execute(update(Subscription).where(Subscription.id == subscription_id)
                         .values(status="paused"))
+        # As a retry parked for the sweep would be: held, it is parked no more (hold_pending).
+        session.execute(update(Delivery).where(Delivery.id == delivery_id).values(parked=True))
     receiver = Receiver()
     assert run_attempt(delivery_id, 0, sender=receiver) is None
     assert receiver.sent == [] and _row(delivery_id) == ("paused", 0, 0)
+    with session_scope() as session:
+        assert session.get(Delivery, delivery_id).parked is False
 
 
 def test_a_claim_commits_as_it_returns_and_the_sweep_stands_in_for_what_follows(

@@ -209,7 +209,7 @@ _TURN_AWAY = (
     update(deliveries).where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE)
     .values(status=case((_GONE, DeliveryStatus.FAILED.value),
                         (_HELD, DeliveryStatus.PAUSED.value), else_=deliveries.c.status),
-            parked=case((_SENDABLE, true()), else_=deliveries.c.parked),
+            parked=case((_SENDABLE, true()), else_=false()),  # held or failed: as hold_pending
             next_attempt_at=case((_SENDABLE, null()), else_=deliveries.c.next_attempt_at),
             paced=false(), updated_at=bindparam("now"))
 )
