@@ -21,6 +21,11 @@ import time
 
 __all__ = ["AttemptDeadline", "watchdog"]
 
+# Seconds past a deadline the watchdog may act: it wakes once per span, not once per
+# attempt (every attempt's deadline passes, finished or not: one wake-up each cost
+# about 0.1 ms of CPU per delivery with fast receivers).
+WAKE_SPAN_S = 0.05
+
 
 class AttemptDeadline:
     """One attempt's deadline (``time.monotonic()`` seconds) and the socket it uses now.
@@ -123,13 +128,21 @@ class _Watchdog:
             with self._cond:
                 while not self._heap:
                     self._cond.wait()
-                deadline, _, attempt = self._heap[0]
-                delay = deadline - time.monotonic()
+                delay = self._heap[0][0] - time.monotonic()
                 if delay > 0:
-                    self._cond.wait(timeout=delay)
+                    # A little past the earliest deadline, so that one wake-up serves
+                    # every deadline of that span (most are of attempts long finished).
+                    self._cond.wait(timeout=delay + WAKE_SPAN_S)
                     continue
-                heapq.heappop(self._heap)
-            attempt.expire()
+                due = self._pop_due(time.monotonic())
+            for attempt in due:
+                attempt.expire()
+
+    def _pop_due(self, now: float) -> list[AttemptDeadline]:
+        due = []
+        while self._heap and self._heap[0][0] <= now:
+            due.append(heapq.heappop(self._heap)[2])
+        return due
 
 
 watchdog = _Watchdog()
