@@ -20,13 +20,15 @@ from sqlalchemy.orm import Session, sessionmaker
 from .config import get_settings
 from .datadir import create_private_file, private_dir
 
-__all__ = ["make_engine", "get_engine", "get_attempt_engine", "attempt_transaction",
-           "in_autocommit", "get_sessionmaker", "session_scope", "dispose_engine"]
+__all__ = ["make_engine", "get_engine", "get_attempt_engine", "get_autocommit_engine",
+           "attempt_transaction", "in_autocommit", "in_transaction_block", "get_sessionmaker",
+           "session_scope", "dispose_engine"]
 
 SQLITE_BUSY_TIMEOUT_S = 30
 
 _lock = threading.Lock()
-# (process id, url, kind) -> engine; kind: "checked" (pre-ping), "unchecked", "attempts"
+# (process id, url, kind) -> engine; kind: "checked" (pre-ping), "unchecked", "attempts",
+# "autocommit"
 _cache: dict[tuple[int, str, str], tuple[Engine, sessionmaker]] = {}
 
 
@@ -98,14 +100,15 @@ def make_engine(url: str, *, pre_ping: bool = True, attempts: bool = False,
         hide_parameters=True,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
-        **(_attempt_options(settings.durable_attempts) if attempts else
-           {"isolation_level": "AUTOCOMMIT"} if autocommit else {}),
+        **(_autocommit_options(durable=settings.durable_attempts) if attempts else
+           _autocommit_options(durable=True) if autocommit else {}),
     )
 
 
-def _attempt_options(durable: bool) -> dict:
+def _autocommit_options(*, durable: bool) -> dict:
     """Autocommit, so that a transaction's BEGIN rides in the same round trip as its first
-    statement (prepared.py); commits that do not wait for the WAL flush unless ``durable``."""
+    statement (prepared.py), or a single statement commits as it returns; commits that do
+    not wait for the WAL flush unless ``durable``."""
     options = {"isolation_level": "AUTOCOMMIT"}
     if not durable:
         options["connect_args"] = {"options": "-c synchronous_commit=off"}
@@ -167,10 +170,17 @@ def get_autocommit_engine(url: str | None = None) -> Engine:
 
 
 def in_autocommit(connection: Connection) -> bool:
-    """True for a connection of the attempt engine on PostgreSQL: whoever runs a
-    transaction on it sends BEGIN and COMMIT themselves."""
+    """True for a connection of the attempt or the autocommit engine on PostgreSQL:
+    whoever runs a transaction on it sends BEGIN and COMMIT themselves."""
     return (connection.dialect.name == "postgresql"
             and connection.connection.dbapi_connection.autocommit)
+
+
+def in_transaction_block(connection: Connection) -> bool:
+    """True when a PostgreSQL connection is inside a transaction block (BEGIN sent, not
+    yet ended), as the server last reported it."""
+    return (connection.connection.dbapi_connection.info.transaction_status
+            != TRANSACTION_STATUS_IDLE)
 
 
 @contextlib.contextmanager
@@ -201,7 +211,7 @@ def _end_block(connection: Connection, command: str, *, quiet: bool) -> None:
     end it is invalidated (never returned to the pool inside a transaction)."""
     if connection.invalidated:
         return
-    if connection.connection.dbapi_connection.info.transaction_status == TRANSACTION_STATUS_IDLE:
+    if not in_transaction_block(connection):
         return
     try:
         connection.exec_driver_sql(command)

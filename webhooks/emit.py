@@ -102,6 +102,12 @@ def _insert_event(connection: Connection, values: dict) -> bool:
     return connection.execute(statement, values).first() is not None
 
 
+def _sent_now(status: str, parked: bool) -> bool:
+    """Whether a new delivery gets its message now: pending and not parked (a held one
+    waits for resume, a queued one for a free slot)."""
+    return status == DeliveryStatus.PENDING.value and not parked
+
+
 def _existing(connection: Connection, account_id: str, key: str) -> EmittedEvent:
     """The account's event with this idempotency key, as a duplicate (nothing to publish)."""
     emitted, _ = _stored_event(connection, (events_table.c.account_id == account_id)
@@ -123,8 +129,7 @@ def _stored_event(connection: Connection, which) -> tuple[EmittedEvent | None, l
         .where(deliveries_table.c.event_id == event.id)
     ).all()
     first_message = [Dispatch(row.id, 0) for row in rows
-                     if row.status == DeliveryStatus.PENDING.value and row.attempt_count == 0
-                     and not row.parked]
+                     if row.attempt_count == 0 and _sent_now(row.status, row.parked)]
     return EmittedEvent(event.id, event.type, event.created_at,
                         tuple(row.id for row in rows)), first_message
 
@@ -181,7 +186,7 @@ def _store(
         connection.execute(_INSERT_DELIVERIES, rows)
     dispatches = [
         Dispatch(row["id"], 0) for row in rows
-        if row["status"] == DeliveryStatus.PENDING.value and not row["parked"]
+        if _sent_now(row["status"], row["parked"])
     ]
     emitted = EmittedEvent(event_id, event_type, created_at, tuple(row["id"] for row in rows))
     return emitted, dispatches
@@ -264,7 +269,7 @@ def _stored(event_id, event_type, created_at, stored) -> tuple[EmittedEvent, lis
     emitted = EmittedEvent(event_id, event_type, created_at,
                            tuple(d_id for d_id, _, _ in stored.deliveries))
     first_messages = [Dispatch(d_id, 0) for d_id, status, parked in stored.deliveries
-                      if status == DeliveryStatus.PENDING.value and not parked]
+                      if _sent_now(status, parked)]
     return emitted, first_messages
 
 

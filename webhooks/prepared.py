@@ -25,12 +25,11 @@ import hashlib
 import re
 from typing import Any, Mapping, Sequence
 
-from psycopg2.extensions import TRANSACTION_STATUS_IDLE
 from sqlalchemy.dialects.postgresql import psycopg2
 from sqlalchemy.engine import Connection, Row
 from sqlalchemy.sql import ClauseElement
 
-from .db import in_autocommit
+from .db import in_autocommit, in_transaction_block
 
 __all__ = ["PreparedStatement", "execute_together"]
 
@@ -126,8 +125,7 @@ def execute_together(connection: Connection,
 
 
 def _idle_in_autocommit(connection: Connection) -> bool:
-    return (in_autocommit(connection) and connection.connection.dbapi_connection.info
-            .transaction_status == TRANSACTION_STATUS_IDLE)
+    return in_autocommit(connection) and not in_transaction_block(connection)
 
 
 def _literal(value: Any) -> str:
