@@ -14,6 +14,8 @@ Why each setting is what it is (the README repeats this for operators):
   than the countdown limit are parked in the database instead.
 - The publish retry policy is short: when the broker is down a caller of
   emit_event() waits at most a few seconds; the sweep sends what was parked.
+- Redis URLs use kombu's transport with one client per channel
+  (webhooks/redistransport.py): kombu's builds one per command.
 - Two queues: ``webhooks`` carries the deliveries and the sweep,
   ``webhooks.maintenance`` the retention purge, so a backlog of deliveries
   does not hold the purge back for hours. The sweep stays behind the
@@ -25,6 +27,7 @@ from kombu import Queue
 
 from webhooks.config import get_settings
 from webhooks.queue import DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
+from webhooks.redistransport import uses_this_transport
 
 _settings = get_settings()
 
@@ -72,6 +75,9 @@ if _settings.is_embedded_broker:
         "polling_interval": 0.05,
     }
 else:
+    if uses_this_transport(broker_url):
+        # kombu's, with one redis-py client per channel (webhooks/redistransport.py says why).
+        broker_transport = "webhooks.redistransport:Transport"
     broker_transport_options = {
         "visibility_timeout": int(_settings.countdown_limit + _settings.timeout + 600),
         "socket_connect_timeout": _settings.publish_timeout,

@@ -8,7 +8,9 @@ ignored), on a queue of its own::
 
     celery -A benchmarks.ceiling_app worker --queues bench-ceiling --pool prefork --concurrency 2
 
-The receiver's URL comes from ``BENCH_CEILING_URL``. Each request carries
+It runs on kombu's own Redis transport, not the service's
+(``BENCH_CEILING_SERVICE_TRANSPORT=1`` lends it the service's). The receiver's
+URL comes from ``BENCH_CEILING_URL``. Each request carries
 the service's delivery headers, so the receiver records it like a delivery.
 """
 
@@ -30,10 +32,16 @@ __all__ = ["app", "post", "QUEUE", "TASK", "send"]
 QUEUE = "bench-ceiling"
 TASK = "bench.ceiling.post"
 SECRET = "whsec_bench-ceiling-not-a-real-secret"
+# Set (to anything) to lend the ceiling the service's Redis transport, for comparison.
+SERVICE_TRANSPORT_ENV = "BENCH_CEILING_SERVICE_TRANSPORT"
 
 app = Celery("bench_ceiling")
 app.config_from_object("celeryconfig")
 app.conf.task_default_queue = QUEUE
+if not os.environ.get(SERVICE_TRANSPORT_ENV):
+    # Bare Celery on kombu's own transport: the service's Redis transport
+    # (webhooks/redistransport.py) is part of what the service does, not of the stack.
+    app.conf.broker_transport = None
 app.conf.beat_schedule = {}
 
 _local = threading.local()
