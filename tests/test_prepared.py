@@ -101,3 +101,48 @@ def test_a_killed_connection_is_replaced_and_prepares_again(db):
             assert ECHO.execute(connection, {"word": "c", "n": 3, "at": MOMENT})[0][:2] == ("c", 4)
     finally:
         engine.dispose()
+
+
+def test_on_an_autocommit_connection_a_killed_one_is_invalidated_as_sqlalchemy_would(db):
+    """The attempt engine's statements run on psycopg2's cursor (prepared._on_cursor): a
+    lost connection must still come out as SQLAlchemy's OperationalError with
+    ``connection_invalidated``, which the hot path's one retry relies on, and the
+    replacement must prepare again."""
+    from sqlalchemy.exc import OperationalError
+
+    from tests.support.services import PG_URL, kill_idle_pooled_connection
+    from webhooks.db import make_engine
+
+    engine = make_engine(PG_URL, pre_ping=False, attempts=True)
+    try:
+        with engine.connect() as connection:
+            ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT})
+        kill_idle_pooled_connection(engine)
+        with pytest.raises(OperationalError) as raised:
+            with engine.connect() as connection:
+                ECHO.execute(connection, {"word": "b", "n": 2, "at": MOMENT})
+        assert raised.value.connection_invalidated
+        with engine.connect() as connection:
+            assert ECHO.execute(connection, {"word": "c", "n": 3, "at": MOMENT}) == [
+                ("c", 4, MOMENT)]
+    finally:
+        engine.dispose()
+
+
+def test_on_an_autocommit_connection_errors_are_sqlalchemys_and_hide_the_values(db):
+    from sqlalchemy.exc import DataError
+
+    from tests.support.services import PG_URL
+    from webhooks.db import make_engine
+
+    divide = PreparedStatement("test_divide_v1", "SELECT 1 / :n AS q", [("n", "integer")])
+    engine = make_engine(PG_URL, pre_ping=False, attempts=True)
+    try:
+        with engine.connect() as connection:
+            with pytest.raises(DataError) as raised:
+                divide.execute(connection, {"n": 0})
+            assert not raised.value.connection_invalidated
+            assert "hidden due to hide_parameters" in str(raised.value)
+            assert divide.execute(connection, {"n": 1}) == [(1,)]  # the connection still works
+    finally:
+        engine.dispose()

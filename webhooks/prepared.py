@@ -20,13 +20,15 @@ it. Timestamps go in and come out as aware UTC datetimes, as with
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import re
 from typing import Any, Mapping, Sequence
 
 from sqlalchemy.dialects.postgresql import psycopg2
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 
 from .db import in_autocommit, in_transaction_block
@@ -76,20 +78,18 @@ class PreparedStatement:
         digest = hashlib.sha1(sql.encode()).hexdigest()[:10]
         return cls(f"webhooks_{label}_{digest}", sql, list(types.items()), timestamp_columns)
 
-    def execute(self, connection: Connection, values: Mapping[str, Any]) -> list[Row]:
+    def execute(self, connection: Connection, values: Mapping[str, Any]) -> list[Sequence[Any]]:
         """Run the statement on ``connection`` (in its transaction) and return every row."""
         return execute_together(connection, [(self, values)])
 
     def _bound(self, values: Mapping[str, Any]) -> tuple:
         return tuple(_bind(values[name]) for name in self._order)
 
-    def _rows(self, result) -> list[Row]:
-        if not result.returns_rows:
-            return []
-        rows = result.fetchall()
+    def _rows(self, names: Sequence[str], rows: list) -> list:
+        """``rows`` (of result columns ``names``) with the timestamp columns made aware."""
         if not self._timestamps:
             return rows
-        convert = [key in self._timestamps for key in result.keys()]
+        convert = [name in self._timestamps for name in names]
         return [tuple(_aware(v) if c else v for v, c in zip(row, convert)) for row in rows]
 
     def _prepare_on(self, connection: Connection) -> None:
@@ -105,7 +105,7 @@ class PreparedStatement:
 
 def execute_together(connection: Connection,
                      steps: Sequence[tuple[PreparedStatement, Mapping[str, Any]]],
-                     *, begin: bool = False) -> list[Row]:
+                     *, begin: bool = False) -> list[Sequence[Any]]:
     """Run prepared statements in one round trip, in order; the rows of the last.
 
     Each statement still takes its own snapshot (READ COMMITTED). With
@@ -120,8 +120,42 @@ def execute_together(connection: Connection,
     commands = ["BEGIN"] if begin and _idle_in_autocommit(connection) else []
     commands.extend(statement._execute for statement, _ in steps)
     parameters = tuple(value for statement, values in steps for value in statement._bound(values))
-    result = connection.exec_driver_sql("; ".join(commands), parameters)
-    return steps[-1][0]._rows(result)
+    sql = "; ".join(commands)
+    if in_autocommit(connection):
+        names, rows = _on_cursor(connection, sql, parameters)
+    else:
+        result = connection.exec_driver_sql(sql, parameters)
+        names, rows = (list(result.keys()), result.fetchall()) if result.returns_rows else ((), [])
+    return steps[-1][0]._rows(names, rows)
+
+
+def _on_cursor(connection: Connection, sql: str, parameters: tuple) -> tuple[list[str], list]:
+    """Run ``sql`` on the connection's psycopg2 cursor; the result's column names and rows.
+
+    Only on an autocommit connection, where SQLAlchemy has no transaction to
+    track: its execution path (events, result metadata) cost about as much
+    Python as psycopg2's own execute (0.13 ms per attempt in the profile).
+    Errors come out as SQLAlchemy's do, with a lost connection invalidated
+    (``connection_invalidated``), which the callers' retries rely on; bound
+    values never appear in them, as with ``hide_parameters``.
+    """
+    dbapi_connection = connection.connection.dbapi_connection
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute(sql, parameters)
+        if cursor.description is None:
+            return [], []
+        return [column.name for column in cursor.description], cursor.fetchall()
+    except connection.dialect.loaded_dbapi.Error as exc:
+        lost = connection.dialect.is_disconnect(exc, dbapi_connection, cursor)
+        if lost:
+            connection.invalidate(exc)
+        raise DBAPIError.instance(
+            sql, parameters, exc, connection.dialect.loaded_dbapi.Error, hide_parameters=True,
+            connection_invalidated=lost, dialect=connection.dialect) from exc
+    finally:
+        with contextlib.suppress(connection.dialect.loaded_dbapi.Error):  # keep the first error
+            cursor.close()
 
 
 def _idle_in_autocommit(connection: Connection) -> bool:
