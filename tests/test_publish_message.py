@@ -1,0 +1,63 @@
+"""queue.publish writes the deliver message Celery's send_task writes (queue._send_deliver)."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+
+import pytest
+
+from webhooks import queue
+from webhooks.outbox import Dispatch
+
+# Different in every message, whoever sends it.
+PER_MESSAGE_HEADERS = {"id", "root_id", "eta", "origin"}
+PER_MESSAGE_PROPERTIES = {"correlation_id", "delivery_tag", "reply_to"}
+
+
+@pytest.fixture
+def broker(redis_broker, monkeypatch):
+    monkeypatch.setattr(queue, "_broker_down_until", 0.0)
+    return redis_broker
+
+
+def _sent(broker) -> list[dict]:
+    """The messages on the delivery queue, oldest first, with their bodies decoded."""
+    messages = [json.loads(raw) for raw in reversed(broker.lrange(queue.DELIVERY_QUEUE, 0, -1))]
+    for message in messages:
+        message["body"] = json.loads(base64.b64decode(message["body"]))
+    return messages
+
+
+def _without(mapping: dict, keys: set) -> dict:
+    return {k: v for k, v in mapping.items() if k not in keys}
+
+
+@pytest.mark.parametrize("countdown", [None, 30.0])
+def test_the_message_is_the_one_send_task_writes(broker, countdown):
+    app = queue.get_app()
+    assert queue.publish([Dispatch("d-1", 2, countdown)]) == []
+    app.send_task(queue.DELIVER_TASK, args=("d-1", 2), countdown=countdown)
+    ours, celerys = _sent(broker)
+    assert _without(ours["headers"], PER_MESSAGE_HEADERS) == _without(
+        celerys["headers"], PER_MESSAGE_HEADERS)
+    assert _without(ours["properties"], PER_MESSAGE_PROPERTIES) == _without(
+        celerys["properties"], PER_MESSAGE_PROPERTIES)
+    assert ours["properties"]["delivery_info"] == {"exchange": "", "routing_key": "webhooks"}
+    assert ours["body"] == celerys["body"]
+    assert ours["body"][0] == ["d-1", 2]
+    assert _without(ours, {"headers", "properties", "body"}) == _without(
+        celerys, {"headers", "properties", "body"})
+    if countdown is None:
+        assert ours["headers"]["eta"] is None
+    else:
+        eta = dt.datetime.fromisoformat(ours["headers"]["eta"])
+        assert abs((eta - dt.datetime.now(dt.timezone.utc)).total_seconds() - countdown) < 5
+
+
+def test_each_message_has_its_own_task_id(broker):
+    queue.publish([Dispatch(f"d-{n}", 0) for n in range(3)])
+    ids = [m["headers"]["id"] for m in _sent(broker)]
+    assert len(set(ids)) == 3
+    assert [m["properties"]["correlation_id"] for m in _sent(broker)] == ids
