@@ -11,14 +11,12 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from kombu import Connection
 
+from tests.support.celeryconf import transport_for
 from webhooks.filebroker import PARTIAL_SUFFIX
 
 TRANSPORT = "webhooks.filebroker:Transport"
@@ -92,14 +90,5 @@ def test_a_file_that_is_not_a_message_is_skipped_not_fatal(tmp_path, caplog):
 @pytest.mark.process
 def test_celery_uses_it_for_the_embedded_broker_only(tmp_path):
     """Read in a fresh interpreter, as each process of webhooks dev reads celeryconfig."""
-    root = Path(__file__).resolve().parents[1]
-    script = "import celeryconfig; print(getattr(celeryconfig, 'broker_transport', None))"
-
-    def transport(broker_url):
-        env = {**os.environ, "WEBHOOKS_BROKER_URL": broker_url, "WEBHOOKS_DATA_DIR": str(tmp_path)}
-        out = subprocess.run([sys.executable, "-c", script], cwd=root, env=env,
-                             capture_output=True, text=True, check=True, timeout=60)
-        return out.stdout.strip()
-
-    assert transport("filesystem://") == TRANSPORT
-    assert transport("redis://127.0.0.1:6379/0") != TRANSPORT  # test_redistransport.py: its own
+    assert transport_for("filesystem://", tmp_path) == TRANSPORT
+    assert transport_for("redis://127.0.0.1:6379/0", tmp_path) != TRANSPORT  # its own

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 import redis as redis_py
 from kombu import Connection, Queue
 
+from tests.support.celeryconf import transport_for
 from tests.support.services import REDIS_URL
 from webhooks.redistransport import Transport, uses_this_transport
 
@@ -47,17 +44,8 @@ def test_it_serves_kombus_redis_schemes_only(url, ours):
 @pytest.mark.process
 def test_celery_uses_it_for_redis_urls(tmp_path):
     """Read in a fresh interpreter, as each worker and web process reads celeryconfig."""
-    root = Path(__file__).resolve().parents[1]
-    script = "import celeryconfig; print(getattr(celeryconfig, 'broker_transport', None))"
-
-    def transport(broker_url):
-        env = {**os.environ, "WEBHOOKS_BROKER_URL": broker_url, "WEBHOOKS_DATA_DIR": str(tmp_path)}
-        out = subprocess.run([sys.executable, "-c", script], cwd=root, env=env,
-                             capture_output=True, text=True, check=True, timeout=60)
-        return out.stdout.strip()
-
-    assert transport("redis://127.0.0.1:6379/0") == TRANSPORT
-    assert transport("sentinel://127.0.0.1:26379") == "None"
+    assert transport_for("redis://127.0.0.1:6379/0", tmp_path) == TRANSPORT
+    assert transport_for("sentinel://127.0.0.1:26379", tmp_path) == "None"
 
 
 def test_a_rediss_url_connects_as_with_kombus_transport():
