@@ -136,11 +136,11 @@ def publish(dispatches: Iterable) -> list:
 
 
 def _send_deliver(app: Celery, producer, item) -> None:
-    """Publish one deliver message, as ``app.send_task`` would, for a third of its CPU.
+    """Publish one deliver message, as ``app.send_task`` would, for about 60 % of its CPU.
 
     send_task also routes the task through the settings, binds and declares
     the queue again (a copy of the Queue object), and builds a result object
-    that nobody reads: 0.2-0.3 ms of the 0.5-0.6 ms a publish took (docs/
+    that nobody reads: 0.15-0.3 ms of the 0.45-0.6 ms a publish took (docs/
     performance.md). The deliver task always goes to DELIVERY_QUEUE, by the
     default exchange (the queue's name is the routing key), which needs no
     declaring on Redis or the file broker; every worker declares its queues as
