@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from .config import get_settings
+from .config import Settings, get_settings
 from .datadir import create_private_file, private_dir
 
 __all__ = ["make_engine", "get_engine", "get_attempt_engine", "get_autocommit_engine",
@@ -98,11 +98,27 @@ def make_engine(url: str, *, pre_ping: bool = True, attempts: bool = False,
         url,
         pool_pre_ping=pre_ping and not attempts,
         hide_parameters=True,
-        pool_size=settings.db_pool_size,
-        max_overflow=settings.db_max_overflow,
+        **_pool_sizes(settings, keep_all=attempts or autocommit),
         **(_autocommit_options(durable=settings.durable_attempts) if attempts else
            _autocommit_options(durable=True) if autocommit else {}),
     )
+
+
+def _pool_sizes(settings: Settings, *, keep_all: bool) -> dict:
+    """WEBHOOKS_DB_POOL_SIZE connections kept, WEBHOOKS_DB_MAX_OVERFLOW more opened at a peak.
+
+    ``keep_all`` (the attempt and emit engines) keeps every connection it
+    opens, up to the same limit. Their connections carry the hot path's
+    prepared statements (prepared.py), and a pool closes a connection over
+    its size as soon as it comes back: under a worker's 128 threads that
+    was 6 to 16 new connections a second (195 to 490 in a 30 s run of the
+    benchmark's shared scenario, 16 to 18 with every one kept), and each
+    new one cost about 20 ms of PostgreSQL CPU and 3 ms of the worker's
+    (docs/performance.md, "Connections that stay open").
+    """
+    if keep_all:
+        return {"pool_size": settings.db_pool_size + settings.db_max_overflow, "max_overflow": 0}
+    return {"pool_size": settings.db_pool_size, "max_overflow": settings.db_max_overflow}
 
 
 def _autocommit_options(*, durable: bool) -> dict:
