@@ -11,7 +11,10 @@ Figures (ms of CPU, bytes of WAL, commits; each per delivery):
   (``worker``: a Celery worker and its pool; ``emitters``: the emitting
   processes), read from ``/proc``;
 - ``pg_commits_per_delivery`` (``pg_stat_database.xact_commit`` of the
-  database), ``pg_cpu_ms_per_delivery`` (its backends, from ``/proc``);
+  database), ``pg_cpu_ms_per_delivery`` (its backends, from ``/proc``),
+  ``pg_sessions_per_delivery`` (connections opened: ``pg_stat_database.sessions``;
+  a backend too short-lived to be sampled is missing from the CPU figure,
+  and each new one starts a process and prepares the hot statements again);
 - with ``wal=True``: ``wal_bytes_per_delivery`` (the records of this
   database and their commit records, from ``pg_waldump``) and
   ``wal_bytes_all_databases_per_delivery`` (everything the server wrote).
@@ -62,6 +65,9 @@ class Meter:
         out["pg_commits_per_delivery"] = round(
             (self.after["commits"] - self.before["commits"]) * per, 2)
         out["pg_cpu_ms_per_delivery"] = round(self.backends.spent_s() * 1000 * per, 3)
+        sessions = (None if self.before["sessions"] is None
+                    else (self.after["sessions"] - self.before["sessions"]) * per)
+        out["pg_sessions_per_delivery"] = None if sessions is None else round(sessions, 4)
         if self.wal:
             wal = resources.wal_bytes_of(self.connection, self.before["oid"], self.before["lsn"],
                                          self.after["lsn"])

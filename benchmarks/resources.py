@@ -78,11 +78,13 @@ class BackendCpu:
 
 
 def database_counters(connection, database: str) -> dict:
-    """Commits of this database so far, the WAL position, and the database's oid."""
-    commits, oid = connection.execute(text(
-        "SELECT xact_commit, datid FROM pg_stat_database WHERE datname = :d"), {"d": database}).one()
+    """Commits and sessions (connections opened; None before PostgreSQL 14) of this
+    database so far, the WAL position, and the database's oid."""
+    commits, oid, sessions = connection.execute(text(
+        "SELECT xact_commit, datid, (to_jsonb(d) ->> 'sessions')::bigint"
+        " FROM pg_stat_database AS d WHERE datname = :d"), {"d": database}).one()
     lsn = connection.execute(text("SELECT pg_current_wal_lsn()::text")).scalar()
-    return {"commits": commits, "lsn": lsn, "oid": oid}
+    return {"commits": commits, "sessions": sessions, "lsn": lsn, "oid": oid}
 
 
 def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | None:

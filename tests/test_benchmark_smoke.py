@@ -43,7 +43,7 @@ FIGURES = {
 }
 # Scenarios whose figures are grouped by phase or leg: {scenario: {part: [figures]}}.
 _LEG = ["rate_per_s", "worker_cpu_ms_per_delivery", "emitters_cpu_ms_per_delivery",
-        "pg_commits_per_delivery", "redis_commands_per_delivery"]
+        "pg_commits_per_delivery", "pg_sessions_per_delivery", "redis_commands_per_delivery"]
 NESTED = {
     "realistic": {"fast": ["rate_per_s", "worker_cpu_ms_per_delivery", "duplicates"],
                   "slow": ["rate_per_s", "ratio_to_fast", "worker_cpu_ms_per_delivery"],

@@ -97,6 +97,7 @@ def rows(results: dict) -> list[Row]:
         Row("cost", "PostgreSQL commits per delivery", r["pg_commits_per_delivery"]),
         Row("cost", "WAL bytes per delivery", r["wal_bytes_per_delivery"], "B"),
         Row("cost", "PostgreSQL CPU per delivery", r["pg_cpu_ms_per_delivery"], "ms"),
+        Row("cost", "PostgreSQL connections opened per delivery", r.get("pg_sessions_per_delivery")),
         Row("cost", "worker CPU per delivery", r["worker_cpu_ms_per_delivery"], "ms"),
         Row("cost", "Redis commands per delivery", r["redis_commands_per_delivery"]),
     ]

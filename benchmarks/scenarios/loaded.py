@@ -28,7 +28,8 @@ SAMPLE_S = 0.2
 FIRST_ARRIVAL_TIMEOUT_S = 60.0
 STARTUP_TIMEOUT_S = 60.0
 KEYS = ["rate_per_s", "deliveries", "worker_cpu_ms_per_delivery", "emitters_cpu_ms_per_delivery",
-        "pg_commits_per_delivery", "pg_cpu_ms_per_delivery", "wal_bytes_per_delivery",
+        "pg_commits_per_delivery", "pg_cpu_ms_per_delivery", "pg_sessions_per_delivery",
+        "wal_bytes_per_delivery",
         "wal_bytes_all_databases_per_delivery", "redis_commands_per_delivery"]
 
 

@@ -19,7 +19,7 @@ Each repeat runs these legs in turn, each against the fast receiver
   ``emit_event``.
 
 Per leg: deliveries/s, worker CPU ms per delivery and the emitters' CPU,
-PostgreSQL commits, WAL bytes and backend CPU per delivery (emit's and
+PostgreSQL commits, WAL bytes, backend CPU and connections opened per delivery (emit's and
 delivery's together, as both run), Redis commands per delivery. The service
 is given as a ratio to the ceiling (target 0.6) and to django-webhook2
 (target 2) of the same repeat.
@@ -187,5 +187,7 @@ def _leg_rows(scenario: str, label: str, r: dict, targets: bool) -> list[Row]:
         Row(scenario, f"{label}: PostgreSQL commits per delivery", r["pg_commits_per_delivery"]),
         Row(scenario, f"{label}: WAL bytes per delivery", r["wal_bytes_per_delivery"], "B"),
         Row(scenario, f"{label}: PostgreSQL CPU per delivery", r["pg_cpu_ms_per_delivery"], "ms"),
+        Row(scenario, f"{label}: PostgreSQL connections opened per delivery",
+            r["pg_sessions_per_delivery"]),
         Row(scenario, f"{label}: Redis commands per delivery", r["redis_commands_per_delivery"]),
     ]
