@@ -73,8 +73,9 @@ def held_by_pause(event_type: str) -> bool:
 
 
 def held_by_pause_in_sql(event_type) -> ColumnElement:
-    """:func:`held_by_pause` over a column (or SQL expression) of event types."""
-    return event_type != UNPAUSABLE_TYPE
+    """:func:`held_by_pause` over a column (or SQL expression) of event types: the same
+    rule, as ``!=`` on a column builds the SQL comparison."""
+    return held_by_pause(event_type)
 
 
 def public_status(stored: str) -> str:
