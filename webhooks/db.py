@@ -7,6 +7,7 @@ connection must never cross a fork, so the cache is keyed by process id.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 from pathlib import Path
@@ -134,7 +135,7 @@ def _autocommit_options(*, durable: bool) -> dict:
 def _entry(url: str | None = None, pre_ping: bool = True, attempts: bool = False,
            autocommit: bool = False) -> tuple[Engine, sessionmaker]:
     url = url or get_settings().database_url
-    if make_url(url).get_backend_name() != "postgresql":
+    if _backend_of(url) != "postgresql":
         attempts = autocommit = False  # SQLite: one writer at a time; nothing to gain
     kind = ("attempts" if attempts else "autocommit" if autocommit
             else "checked" if pre_ping else "unchecked")
@@ -149,6 +150,13 @@ def _entry(url: str | None = None, pre_ping: bool = True, attempts: bool = False
                 entry = (engine, sessionmaker(engine, expire_on_commit=False))
                 _cache[key] = entry
     return entry
+
+
+@functools.lru_cache(maxsize=16)
+def _backend_of(url: str) -> str:
+    """The URL's backend name ("postgresql", "sqlite"), parsed once per URL: every emit and
+    every attempt asks for its engine, and parsing cost more than the lookup (about 0.02 ms)."""
+    return make_url(url).get_backend_name()
 
 
 def get_engine(url: str | None = None, *, pre_ping: bool = True) -> Engine:
