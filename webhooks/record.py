@@ -100,12 +100,17 @@ def _release(locking: bool):
 
 
 def _one_statement(count):
-    """The five steps as data-modifying CTEs; each later one only if the move happened."""
+    """The five steps as data-modifying CTEs; each later one only if the move happened.
+
+    PostgreSQL runs every data-modifying CTE to completion whether or not the
+    final SELECT reads it, so that SELECT reads only what the caller uses
+    (each CTE it read cost executor work on every attempt).
+    """
     moved = _MOVE.returning(deliveries.c.id, deliveries.c.account_id).cte("moved")
     ours = exists(select(moved.c.id))
     recorded = (insert(attempts)
                 .from_select(["delivery_id", *_ATTEMPT], select(moved.c.id, *_ATTEMPT.values()))
-                .returning(attempts.c.delivery_id).cte("recorded"))
+                .cte("recorded"))
     counted = count.where(ours).returning(subscriptions.c.consecutive_failures).cte("counted")
     released = _release(locking=True).where(ours).cte("released")
     hour_counted, total_counted = rollup.count_in_statement(
@@ -113,13 +118,10 @@ def _one_statement(count):
         outcome=_ATTEMPT["outcome"], duration_ms=_ATTEMPT["duration_ms"])
     return select(
         select(func.count()).select_from(moved).scalar_subquery().label("moved"),
-        select(func.count()).select_from(recorded).scalar_subquery().label("recorded"),
         select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
         select(released.c.id).scalar_subquery().label("released_id"),
         select(released.c.attempt_count).scalar_subquery().label("released_count"),
-        select(func.count()).select_from(hour_counted).scalar_subquery().label("hours"),
-        select(func.count()).select_from(total_counted).scalar_subquery().label("totals"),
-    )
+    ).add_cte(recorded, hour_counted, total_counted)
 
 
 _RECORD_FAILURE_PG = PreparedStatement.from_core("record_failure", _one_statement(_COUNT_FAILURE))
@@ -130,7 +132,7 @@ def _record_postgresql(connection: Connection, params: dict, is_failure: bool):
     statement = _RECORD_FAILURE_PG if is_failure else _RECORD_SUCCESS_PG
     # A success is this one statement, committed on its own on the attempt engine; a
     # failure opens a transaction, as it may pause the subscription after it (record()).
-    ((moved, _, failures, released_id, released_count, _, _),) = execute_together(
+    ((moved, failures, released_id, released_count),) = execute_together(
         connection, [(statement, params)], begin=is_failure)
     if not moved:
         return None

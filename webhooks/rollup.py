@@ -67,7 +67,7 @@ def count_in_statement(moved, *, subscription_id, started_at, outcome, duration_
     by_hour = by_hour.on_conflict_do_update(
         index_elements=["subscription_id", "hour_start", "outcome", "shard"],
         set_={"attempts": hours.c.attempts + 1},
-    ).returning(hours.c.attempts).cte("hour_counted")
+    ).cte("hour_counted")
     total_rows = select(outcome, _bucket_expression(duration_ms), shard, literal(1),
                         duration_ms).select_from(moved)
     by_total = pg_insert(totals).from_select(
@@ -76,7 +76,7 @@ def count_in_statement(moved, *, subscription_id, started_at, outcome, duration_
         index_elements=["outcome", "duration_bucket", "shard"],
         set_={"attempts": totals.c.attempts + 1,
               "duration_ms": totals.c.duration_ms + by_total.excluded.duration_ms},
-    ).returning(totals.c.attempts).cte("total_counted")
+    ).cte("total_counted")
     return by_hour, by_total
 
 
