@@ -55,7 +55,9 @@ def count_in_statement(moved, *, subscription_id, started_at, outcome, duration_
 
     They read ``moved`` (the delivery row the record moved, with its
     account_id), so nothing is counted when the record was not ours; each
-    connection counts in its own shard.
+    connection counts in its own shard. They return no rows: the caller
+    attaches them to its statement (``add_cte``), and PostgreSQL runs them
+    to completion whether or not anything reads them.
     """
     from sqlalchemy.dialects.postgresql import insert as pg_insert
 
