@@ -10,11 +10,11 @@ from sqlalchemy import func, select
 
 from tests.factories import make_account, make_subscription
 from webhooks import emit_event
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.db import get_sessionmaker, session_scope
 from webhooks.errors import InvalidEvent, NotFound
-from webhooks.models import Delivery, Event
-from webhooks.samples import sample_data
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import get_sessionmaker, session_scope
+from webhooks.storage.models import Delivery, Event
 
 
 @pytest.fixture
@@ -147,11 +147,11 @@ def test_session_rollback_stores_and_publishes_nothing(account, published):
 
 def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
     """A broker nobody listens on: emit returns at once, the delivery waits parked."""
-    from webhooks import publisher
+    from webhooks.broker import publisher
 
     from celery import Celery
 
-    from webhooks import queue
+    from webhooks.broker import celery_app as queue
 
     account_id, _ = make_account()
     make_subscription(account_id, "https://example.com/hook")
@@ -179,7 +179,8 @@ def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
 
 
 def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, published):
-    from webhooks import outbox, publisher
+    from webhooks.broker import outbox
+    from webhooks.broker import publisher
 
     account_id, _ = make_account()
     make_subscription(account_id, "https://example.com/hook")
@@ -191,7 +192,7 @@ def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, publishe
             raise RuntimeError("database unreachable while parking")
         return outbox.publish_now(items)
 
-    monkeypatch.setattr("webhooks.publisher.dispatch", fail_once)
+    monkeypatch.setattr("webhooks.broker.publisher.dispatch", fail_once)
     emit_event(account_id, "email.sent", sample_data("email.sent"))
     assert publisher.flush(10) and len(failures) == 1 and published == []
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
@@ -202,7 +203,7 @@ def test_a_pooled_connection_that_died_is_replaced_without_a_duplicate(account, 
     """emit_event's own transaction skips the pool's pre-ping: a connection killed while
     idle in the pool fails the first statement, and the call runs once more on a new one."""
     from tests.support.services import kill_idle_pooled_connection
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     emit_event(account, "email.sent", sample_data("email.sent"))  # a connection now idles in the pool
     kill_idle_pooled_connection(get_engine(pre_ping=False))

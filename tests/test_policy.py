@@ -3,7 +3,7 @@ pure function that decides what follows an attempt, and the ladder's end."""
 
 import pytest
 
-from webhooks.policy import Counter, Outcome, Rules, Wait, classify, next_step, pauses, retry_delay
+from webhooks.lifecycle.policy import Counter, Outcome, Rules, Wait, classify, next_step, pauses, retry_delay
 
 LADDER = (60, 300, 1800, 7200, 43200)
 RULES = Rules(LADDER, countdown_limit=300, pause_after=25)

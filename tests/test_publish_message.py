@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from webhooks import queue
-from webhooks.outbox import Dispatch
+from webhooks.broker import celery_app as queue
+from webhooks.broker.outbox import Dispatch
 
 # Different in every message, whoever sends it.
 PER_MESSAGE_HEADERS = {"id", "root_id", "eta", "origin"}

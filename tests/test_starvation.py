@@ -14,11 +14,12 @@ import pytest
 from tests.factories import make_account, make_subscription
 from tests.support.stack import wait_until
 from tests.support.worker import threads_worker
-from webhooks import emit_event, publisher
-from webhooks.db import session_scope
+from webhooks import emit_event
+from webhooks.broker import publisher
 from webhooks.emit import send_test
-from webhooks.models import Delivery, Subscription
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from typing import Callable
 from flask import Flask, Response, current_app, g
 from sqlalchemy.orm import Session
 
-from webhooks.db import get_sessionmaker
-from webhooks.outbox import on_commit
+from webhooks.broker.outbox import on_commit
+from webhooks.storage.db import get_sessionmaker
 
 from .errors import error_response
 

@@ -20,15 +20,15 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from . import publisher
-from .config import Settings, get_settings
-from .db import get_autocommit_engine, get_engine, get_sessionmaker
-from .emit_statement import store_in_one_statement
-from .errors import NotFound
-from .event_input import envelope_bytes, validate_input
-from .models import Account, Delivery, Event, Subscription, new_id, utcnow
-from .outbox import Dispatch, publish_after_commit
-from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
+from webhooks.broker import publisher
+from webhooks.broker.outbox import Dispatch, publish_after_commit
+from webhooks.config import Settings, get_settings
+from webhooks.errors import NotFound
+from webhooks.events.inputs import envelope_bytes, validate_input
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
+from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
+from webhooks.storage.emit_statement import store_in_one_statement
+from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id, utcnow
 
 __all__ = ["emit_event", "send_test", "EmittedEvent"]
 
@@ -326,7 +326,7 @@ def send_test(session: Session, subscription: Subscription) -> EmittedEvent:
 
     Runs in the caller's transaction; the message is published after it commits.
     """
-    from .samples import sample_data
+    from webhooks.events.samples import sample_data
 
     data = sample_data("test.ping")
     if "subscription_id" in data:

@@ -41,15 +41,15 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
     from web.dashboard.views_overview import chart_since
     from web.metrics import registry
     from webhooks import emit_event
-    from webhooks.claim import Caps, claim
+    from webhooks.lifecycle.claim import Caps, claim
     from webhooks.config import get_settings
-    from webhooks.db import get_engine, session_scope
-    from webhooks.delivery import rules_of
-    from webhooks.models import utcnow
-    from webhooks.policy import next_step
-    from webhooks.record import record
-    from webhooks.samples import sample_data
-    from webhooks.sweep import run_sweep
+    from webhooks.storage.db import get_engine, session_scope
+    from webhooks.lifecycle.attempt import rules_of
+    from webhooks.storage.models import utcnow
+    from webhooks.lifecycle.policy import next_step
+    from webhooks.lifecycle.record import record
+    from webhooks.events.samples import sample_data
+    from webhooks.lifecycle.sweep import run_sweep
 
     settings = get_settings()
     account, first = history.account_id, history.subscription_ids[0]
@@ -169,7 +169,7 @@ def _measure(ctx: Context, sized: dict) -> tuple[dict, dict]:
     call and size the median of the rounds' medians is kept. The plans are
     those of the first round.
     """
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     sizes = ctx.sizes
     rounds: dict[str, dict[str, list[dict]]] = {label: {} for label in sized}

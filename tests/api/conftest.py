@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from webhooks.db import session_scope
+from webhooks.storage.db import session_scope
 
 from .helpers import settle_publisher
 from .schemathesis_ids import use_own_ids
@@ -82,7 +82,7 @@ class BrokerSpy:
 @pytest.fixture
 def broker(monkeypatch, redis_broker) -> BrokerSpy:
     """Record every publish and sweep request; each still goes to the real Redis."""
-    from webhooks import queue
+    from webhooks.broker import celery_app as queue
 
     spy = BrokerSpy()
     real_publish, real_sweep = queue.publish, queue.request_sweep

@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from sqlalchemy import insert, select
 
-from webhooks.db import session_scope
-from webhooks.models import Attempt, Delivery, Subscription, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
 from .helpers import emit, insert_deliveries, make_subscription, set_delivery
 

@@ -13,8 +13,8 @@ import re
 import pytest
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription
 
 from .helpers import csrf_token, inputs, post_form, sign_in
 from .rows import add_attempts, dead_delivery, emit, make_subscription, pause_subscription
@@ -241,7 +241,7 @@ def test_edit_the_url_and_the_filter(alice_client, alice):
 
 
 def test_send_test_creates_a_test_ping_delivery_and_shows_it(alice_client, alice, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import publisher
 
     handed = []
     monkeypatch.setattr(publisher, "submit", lambda items: handed.extend(items))
@@ -259,7 +259,7 @@ def test_send_test_creates_a_test_ping_delivery_and_shows_it(alice_client, alice
 
 
 def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alice, monkeypatch):
-    from webhooks import queue
+    from webhooks.broker import celery_app as queue
 
     sweeps = []
     monkeypatch.setattr(queue, "request_sweep", lambda: sweeps.append(1) or True)
@@ -341,7 +341,7 @@ def test_the_deliveries_list_filters_by_status_type_and_subscription(alice_clien
 
 
 def test_a_delivery_page_shows_every_attempt_and_replays_a_dead_one(alice_client, alice, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import publisher
 
     subscription_id = make_subscription(alice.account_id)
     dead_id = dead_delivery(alice.account_id, subscription_id)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from webhooks.db import session_scope
-from webhooks.models import utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import utcnow
 from web.dashboard import queries
 from web.dashboard.chart import floor_hour, hourly_buckets
 
@@ -16,7 +16,7 @@ from .rows import add_attempts
 
 
 def test_hourly_outcomes_counts_the_accounts_attempts_per_hour(any_db, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import publisher
 
     monkeypatch.setattr(publisher, "submit", lambda items: None)  # no broker needed
     account_id, _ = make_account("alice")
@@ -52,7 +52,7 @@ def test_hourly_outcomes_counts_the_accounts_attempts_per_hour(any_db, monkeypat
 
 def test_status_counts_take_finished_deliveries_from_the_rollup_and_count_waiting_ones(
         any_db, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import publisher
 
     from .rows import set_delivery
 

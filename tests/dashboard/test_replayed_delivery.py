@@ -17,7 +17,7 @@ def text(response) -> str:
 @pytest.mark.parametrize("status", ["dead", "failed"])
 def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_replay(
         alice_client, alice, monkeypatch, status):
-    from webhooks import publisher
+    from webhooks.broker import publisher
 
     monkeypatch.setattr(publisher, "submit", lambda items: None)
     subscription_id = make_subscription(alice.account_id)

@@ -9,9 +9,10 @@ from collections import Counter
 from sqlalchemy import text
 
 from tests.factories import make_account, make_subscription
-from webhooks import emit_event, publisher
-from webhooks.db import get_engine
-from webhooks.samples import sample_data
+from webhooks import emit_event
+from webhooks.broker import publisher
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import get_engine
 
 __all__ = [
     "emit_many", "emit_event_to", "statuses", "status_counts", "attempt_rows", "first_time",

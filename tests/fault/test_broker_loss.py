@@ -14,8 +14,9 @@ from tests.support.fastreceiver import Status
 from tests.support.ledger import account, missing_arrivals, report
 from tests.support.services import REDIS_URL
 from tests.support.stack import wait_until
-from webhooks import emit_event, publisher
-from webhooks.samples import sample_data
+from webhooks import emit_event
+from webhooks.broker import publisher
+from webhooks.events.samples import sample_data
 
 from .helpers import Clock, emit_many, first_time, make_account, make_subscription, status_counts, statuses
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.integration]
 
 
 def _parked(ids) -> bool:
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
     from sqlalchemy import text
 
     with get_engine().connect() as connection:
@@ -42,7 +43,7 @@ def test_broker_flushed_with_deliveries_pending_waiting_and_parked(stack, fault_
     - pending: freshly emitted, their messages queued in Redis.
     The flush leaves Redis empty; the restarted worker's sweep sends all 30.
     """
-    from webhooks import queue
+    from webhooks.broker import celery_app as queue
 
     clock = Clock()
     fault_receiver.rule("/waiting", first_time(500))
@@ -151,7 +152,7 @@ def _broker_at(monkeypatch, url: str):
     """Point this process's publishing at ``url``, configured as celeryconfig configures Redis."""
     from celery import Celery
 
-    from webhooks import queue
+    from webhooks.broker import celery_app as queue
 
     real = queue.celery_app
     app = Celery("unreachable", broker=url)

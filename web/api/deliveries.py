@@ -11,9 +11,9 @@ from collections import defaultdict
 from flask import Blueprint, Response, url_for
 from sqlalchemy import select
 
-from webhooks import store
-from webhooks.states import REPLAYABLE
-from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
+from webhooks.lifecycle import changes as store
+from webhooks.lifecycle.states import REPLAYABLE
+from webhooks.storage.models import Attempt, Delivery, DeliveryStatus, utcnow
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id

@@ -13,11 +13,11 @@ import datetime as dt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from webhooks.models import Attempt, AttemptHour, Delivery, Event, Subscription
-from webhooks.rollup import floor_hour
+from webhooks.storage.models import Attempt, AttemptHour, Delivery, Event, Subscription
+from webhooks.storage.rollup import floor_hour
 
 from .. import delivery_list
-from webhooks.states import PUBLIC_STATUSES, STORED_STATUSES, public_status
+from webhooks.lifecycle.states import PUBLIC_STATUSES, STORED_STATUSES, public_status
 
 from ..delivery_list import DeliveryFilters, owns_subscription
 from ..pagination import keyset_page
@@ -45,7 +45,7 @@ __all__ = [
 # Waiting deliveries are counted up to this many; the page shows more as "1000+" (the
 # count reads that many index entries at most; /metrics has the exact backlog).
 COUNT_CAP = 1_000
-# A finished delivery's last attempt has this outcome (webhooks.policy.Outcome).
+# A finished delivery's last attempt has this outcome (webhooks.lifecycle.policy.Outcome).
 _FINAL_OUTCOMES = {"success": "done", "permanent_failure": "failed", "dead": "dead"}
 
 
@@ -168,7 +168,7 @@ def hourly_outcomes(
 ) -> list[tuple[dt.datetime, str, int]]:
     """``(hour, attempt outcome, count)`` for the account's attempts from the hour of ``since`` on.
 
-    Read from the hourly rollup (webhooks/rollup.py), so a day's chart reads
+    Read from the hourly rollup (webhooks/storage/rollup.py), so a day's chart reads
     at most 24 hours x 4 outcomes x its shards per subscription, whatever
     the traffic.
     """

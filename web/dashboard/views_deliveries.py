@@ -6,11 +6,11 @@ import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from webhooks import store
-from webhooks.states import REPLAYABLE
-from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.errors import Conflict
-from webhooks.models import Delivery, DeliveryStatus, utcnow
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.lifecycle import changes as store
+from webhooks.lifecycle.states import REPLAYABLE
+from webhooks.storage.models import Delivery, DeliveryStatus, utcnow
 
 from ..errors import ApiError
 from ..params import canonical_id
@@ -120,7 +120,7 @@ def replay_delivery(delivery_id: str):
                   if shown not in REPLAYABLE else str(error))
         flash(f"Not replayed: {reason}.", "error")
         return redirect(url_for("dashboard.delivery", delivery_id=original.id))
-    if replayed.status == DeliveryStatus.PENDING.value:  # published after commit (store.py)
+    if replayed.status == DeliveryStatus.PENDING.value:  # published after commit (webhooks/lifecycle/changes.py)
         flash("Replay sent as a new delivery.", "success")
     else:
         flash("Replay created; it waits while the subscription is paused.", "info")

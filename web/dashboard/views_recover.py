@@ -1,5 +1,5 @@
 """Recover in the dashboard: replay a subscription's failed and dead deliveries of a time
-window (webhooks/recover.py, the same function as the API)."""
+window (webhooks/lifecycle/recover.py, the same function as the API)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from flask import flash, redirect, url_for
 
 from webhooks.config import get_settings
 from webhooks.errors import InvalidWindow
-from webhooks.models import utcnow
-from webhooks.recover import recover
+from webhooks.lifecycle.recover import recover
+from webhooks.storage.models import utcnow
 
 from ..transaction import db_session
 from .blueprint import bp

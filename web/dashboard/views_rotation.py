@@ -1,5 +1,5 @@
 """Secret rotation in the dashboard: rotate at once or staged, and for a staged secret
-"Activate now" and "Cancel" (webhooks/rotation.py, the same functions as the API)."""
+"Activate now" and "Cancel" (webhooks/tenants/rotation.py, the same functions as the API)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import logging
 
 from flask import flash, redirect, url_for
 
-from webhooks import rotation
-from webhooks.models import utcnow
+from webhooks.storage.models import utcnow
+from webhooks.tenants import rotation
 
 from ..transaction import db_session
 from .blueprint import bp

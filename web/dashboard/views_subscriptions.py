@@ -10,12 +10,14 @@ import logging
 from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
-from webhooks import queue, store
+from webhooks.broker import celery_app as queue
+
 from webhooks.config import get_settings
 from webhooks.emit import send_test
 from webhooks.errors import Conflict
-from webhooks.models import Subscription, SubscriptionStatus, utcnow
-from webhooks.rotation import secrets_at
+from webhooks.lifecycle import changes as store
+from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
+from webhooks.tenants.rotation import secrets_at
 
 from ..errors import ApiError
 from ..ratelimit import check_send_test

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.models import Attempt, Delivery, DeliveryStatus
-from webhooks.states import PUBLIC_STATUSES
-from webhooks.policy import Outcome
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.lifecycle.policy import Outcome
+from webhooks.lifecycle.states import PUBLIC_STATUSES
+from webhooks.storage.models import Attempt, Delivery, DeliveryStatus
 
 from .common import PageQuerySchema, UTCTimestamp, next_cursor_field
 

@@ -20,13 +20,13 @@ from celery import Celery
 from celery.beat import PersistentScheduler
 from kombu.utils.uuid import uuid
 
-from .config import get_settings
-from .datadir import private_dir, private_file, private_umask
+from webhooks.config import get_settings
+from webhooks.config.datadir import private_dir, private_file, private_umask
 
 __all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "DELIVERY_QUEUE",
            "MAINTENANCE_QUEUE", "publish", "request_sweep", "PrivateScheduler"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.queue")  # its name from before the move: log searches use it
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
@@ -73,7 +73,7 @@ def _make_app() -> Celery:
 
 
 class PrivateScheduler(PersistentScheduler):
-    """beat's shelve schedule, created mode 0600 in a folder of mode 0700 (webhooks/datadir.py).
+    """beat's shelve schedule, created mode 0600 in a folder of mode 0700 (webhooks/config/datadir.py).
 
     shelve offers no mode argument, so the file is opened under umask 077
     (beat opens it once, at start, before it sends anything).

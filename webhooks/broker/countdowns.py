@@ -20,8 +20,8 @@ import time
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from .models import Delivery
-from .states import riding_countdown
+from webhooks.lifecycle.states import riding_countdown
+from webhooks.storage.models import Delivery
 
 __all__ = ["CountdownBudget", "riding_countdowns"]
 

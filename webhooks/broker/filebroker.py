@@ -24,7 +24,7 @@ from kombu.transport import filesystem
 from kombu.utils.encoding import str_to_bytes
 from kombu.utils.json import dumps
 
-from .datadir import PRIVATE_FILE_MODE
+from webhooks.config.datadir import PRIVATE_FILE_MODE
 
 __all__ = ["Transport", "PARTIAL_SUFFIX"]
 
@@ -33,7 +33,7 @@ __all__ = ["Transport", "PARTIAL_SUFFIX"]
 PARTIAL_SUFFIX = ".part"
 
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.filebroker")  # its name from before the move: log searches use it
 
 
 def _private(path: str, flags: int) -> int:

@@ -25,15 +25,17 @@ from sqlalchemy import event as sa_event
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from . import publisher, queue
-from .db import session_scope
-from .models import Delivery, utcnow
-from .states import DeliveryStatus
+from webhooks.broker import publisher
+
+from webhooks.broker import celery_app as queue
+from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, utcnow
 
 __all__ = ["Dispatch", "publish_now", "publish_after_commit", "request_sweep_after_commit",
            "on_commit", "park"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.outbox")  # its name from before the move: log searches use it
 
 _ACTIONS = "webhooks_after_commit"
 _HOOKED = "webhooks_after_commit_hooked"

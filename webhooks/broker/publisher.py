@@ -18,11 +18,11 @@ import threading
 import time
 from typing import Sequence
 
-from . import outbox
+from webhooks.broker import outbox
 
 __all__ = ["submit", "flush", "BackgroundPublisher"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.publisher")  # its name from before the move: log searches use it
 
 EXIT_FLUSH_S = 5.0  # how long a finishing process waits for its messages to go out
 MAX_BATCH = 5000

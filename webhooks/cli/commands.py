@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from .errors import ConfigError, InvalidEvent, NotFound, SchemaNotReady
+from webhooks.errors import ConfigError, InvalidEvent, NotFound, SchemaNotReady
 
 __all__ = ["main"]
 
@@ -31,7 +31,7 @@ def _database_errors():
     """A database that cannot be reached or used ends the command with one line, never a traceback."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from .logs import redact
+    from webhooks.config.logs import redact
 
     try:
         yield
@@ -47,7 +47,7 @@ def _needs_schema(command):
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        from .migrate import check_schema
+        from webhooks.storage.migrate import check_schema
 
         with _database_errors():
             check_schema()
@@ -61,7 +61,7 @@ def _needs_schema(command):
 def main() -> None:
     """Outbound webhook delivery service."""
     try:
-        from .config import get_settings
+        from webhooks.config import get_settings
 
         get_settings()
     except ConfigError as exc:
@@ -76,9 +76,9 @@ def db() -> None:
 @db.command("upgrade")
 def db_upgrade() -> None:
     """Create or upgrade the schema (idempotent); says which it did, and the revision."""
-    from .config import get_settings
-    from .logs import redact
-    from .migrate import upgrade
+    from webhooks.config import get_settings
+    from webhooks.config.logs import redact
+    from webhooks.storage.migrate import upgrade
 
     with _database_errors():
         before, after = upgrade()
@@ -101,9 +101,9 @@ def db_purge() -> None:
     ones stay. Works in batches of WEBHOOKS_PURGE_BATCH deliveries, each its
     own short transaction, so workers keep delivering meanwhile.
     """
-    from .config import get_settings
-    from .db import get_engine
-    from .retention import purge
+    from webhooks.config import get_settings
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.retention import purge
 
     settings = get_settings()
     purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch)
@@ -120,8 +120,8 @@ def accounts() -> None:
 @_needs_schema
 def accounts_create(name: str) -> None:
     """Create an account; prints {"id", "api_key"} (the key is shown only this once)."""
-    from .accounts import create_account
-    from .db import session_scope
+    from webhooks.tenants.accounts import create_account
+    from webhooks.storage.db import session_scope
 
     try:
         with session_scope() as session:
@@ -145,7 +145,7 @@ def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str 
     --data that is not JSON, an unknown type (with the valid ones) or each
     invalid field with the reason.
     """
-    from .emit import emit_event
+    from webhooks.emit import emit_event
 
     problems = _emit_problems(account_id, event_type, data_json, idempotency_key)
     if problems:
@@ -165,7 +165,7 @@ def _emit_problems(account_id: str, event_type: str, data_json: str,
     emit_event stops at the first problem (bad data before an unknown
     account); a person at a terminal wants to fix them all in one go.
     """
-    from .event_input import validate_input
+    from webhooks.events.inputs import validate_input
 
     problems = []
     account = _account_problem(account_id)
@@ -187,8 +187,8 @@ def _account_problem(account_id: str) -> str | None:
     """Why ``account_id`` names no account, or None when it names one."""
     import uuid
 
-    from .db import session_scope
-    from .models import Account
+    from webhooks.storage.db import session_scope
+    from webhooks.storage.models import Account
 
     hint = "give the id that `webhooks accounts create` printed"
     try:
@@ -214,7 +214,7 @@ def dev(port: int, host: str) -> None:
     Creates the data folder (WEBHOOKS_DATA_DIR, default ./webhooks-data),
     migrates, and supervises the three processes; Ctrl-C stops them all.
     """
-    from .devserver import run
+    from webhooks.cli.devserver import run
 
     sys.exit(run(host=host, port=port))
 
@@ -230,8 +230,8 @@ def dev(port: int, host: str) -> None:
               help="answer this status to every delivery (e.g. 500 to watch retries)")
 def listen(secrets: tuple[str, ...], port: int, host: str, status: int | None) -> None:
     """A local receiver: verify, print and answer every delivery (200, or 401 if not verified)."""
-    from .config import get_settings
-    from .listen import secret_problems, serve
+    from webhooks.config import get_settings
+    from webhooks.cli.listen import secret_problems, serve
 
     problems = secret_problems(secrets)
     if problems:

@@ -30,9 +30,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from .config import load_settings
-from .datadir import PRIVATE_FILE_MODE, private_dir
-from .supervisor import Supervisor
+from webhooks.cli.supervisor import Supervisor
+from webhooks.config import load_settings
+from webhooks.config.datadir import PRIVATE_FILE_MODE, private_dir
 
 __all__ = ["DEV_DEFAULTS", "dev_environment", "process_specs", "quiet_warnings", "run"]
 
@@ -159,8 +159,8 @@ def run(*, host: str = "127.0.0.1", port: int = 5000) -> int:
         lock.close()
         return 2
 
-    from .db import dispose_engine
-    from .migrate import upgrade
+    from webhooks.storage.db import dispose_engine
+    from webhooks.storage.migrate import upgrade
 
     try:
         upgrade(settings.database_url)

@@ -20,7 +20,7 @@ import sys
 import threading
 from typing import Callable, Sequence, TextIO
 
-from .signing import DEFAULT_TOLERANCE, InvalidSignature, verify
+from webhooks.signing import DEFAULT_TOLERANCE, InvalidSignature, verify
 
 __all__ = ["Listener", "describe", "secret_problems", "serve"]
 

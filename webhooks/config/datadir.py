@@ -19,7 +19,7 @@ from typing import Iterator
 __all__ = ["PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "private_dir", "private_file",
            "create_private_file", "private_umask"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.datadir")  # its name from before the move: log searches use it
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600

@@ -114,7 +114,7 @@ def configure_logging(level: int | str | None = None, stream: TextIO | None = No
     handler installed before is replaced, never doubled. Returns the handler.
     """
     if level is None:
-        from .config import get_settings
+        from webhooks.config import get_settings
 
         level = get_settings().log_level
     root = logging.getLogger()

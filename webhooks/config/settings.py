@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from .config_values import (
+from webhooks.config.values import (
     DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, purge_batch, purge_seconds, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
 )
-from .errors import ConfigError  # noqa: F401 - raised by the parsers; callers catch it from here
+from webhooks.errors import ConfigError  # noqa: F401 - raised by the parsers; callers catch it from here
 
 __all__ = ["Settings", "get_settings", "load_settings", "reset_settings_cache"]
 

@@ -1,4 +1,4 @@
-"""Parsers of environment values for config.py: each reads one variable, checks it, and
+"""Parsers of environment values for webhooks/config/settings.py: each reads one variable, checks it, and
 raises ConfigError naming the variable when it is malformed."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Mapping
 
-from .errors import ConfigError
+from webhooks.errors import ConfigError
 
 __all__ = [
     "get", "positive_number", "retry_delays", "boolean", "matching", "version", "secret_key",

@@ -13,7 +13,7 @@ from typing import Any
 
 from marshmallow import Schema
 
-from webhooks.schemas import DATA_SCHEMAS
+from webhooks.events.schemas import DATA_SCHEMAS
 
 __all__ = ["EventType", "CATALOGUE", "EVENT_TYPE_NAMES", "get_event_type", "validate_data"]
 

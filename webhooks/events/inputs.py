@@ -4,10 +4,10 @@ field with the reason, as the HTTP API does (``sent_at: Missing data for require
 
 from __future__ import annotations
 
-from .catalogue import EVENT_TYPE_NAMES, validate_data
-from .config import Settings
-from .envelope import build_envelope, serialise
-from .errors import InvalidEvent
+from webhooks.config import Settings
+from webhooks.errors import InvalidEvent
+from webhooks.events.catalogue import EVENT_TYPE_NAMES, validate_data
+from webhooks.events.envelope import build_envelope, serialise
 
 __all__ = ["MAX_IDEMPOTENCY_KEY", "validate_input", "envelope_bytes", "describe_errors"]
 

@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 from marshmallow import fields
 
-from webhooks.catalogue import get_event_type
-from webhooks.schemas import CanonicalUUID, Timestamp
+from webhooks.events.catalogue import get_event_type
+from webhooks.events.schemas import CanonicalUUID, Timestamp
 
 __all__ = ["sample_data"]
 

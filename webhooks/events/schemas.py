@@ -23,9 +23,9 @@ from datetime import date
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
-from .envelope import MODE
+from webhooks.events.envelope import MODE
 
-from .fields import (  # noqa: F401 - the field types are re-exported for callers
+from webhooks.events.fields import (  # noqa: F401 - the field types are re-exported for callers
     StrictString, StrictInteger, StrictNumber, StrictBoolean, StrictList, CanonicalUUID, Timestamp, NAME_MAX, SUBJECT_MAX, URL_MAX, USER_AGENT_MAX, DIAGNOSTIC_MAX, DNS_VALUE_MAX, MAX_ITEMS, text, pattern, label, one_of, email, phone, hostname, integer, unique, DATE_RE, CURRENCY_RE,
 )
 

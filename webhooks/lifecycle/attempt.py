@@ -3,7 +3,7 @@
 This is the orchestration a worker task calls; it owns two short
 transactions per attempt (claim.py, record.py) and holds none while the POST
 is in flight. What happens next is decided in ``policy.next_step``; the POST
-itself is in transport.py.
+itself is in webhooks/sender/post.py.
 """
 
 from __future__ import annotations
@@ -15,23 +15,27 @@ from typing import NamedTuple
 
 from sqlalchemy.exc import OperationalError
 
-from . import custom_headers, pacing, policy
-from .claim import Caps, Claim, claim
-from .countdowns import CountdownBudget
-from .config import Settings, get_settings
-from .db import attempt_transaction, get_attempt_engine
-from .envelope import MODE
-from .failures import internal_error
-from .models import utcnow
-from .outbox import publish_now
-from .record import Recorded, record
-from .signing import sign
-from .storable import storable_text
-from .transport import AttemptResult, HttpSender, Sender
+from webhooks.tenants import custom_headers
+
+from webhooks.lifecycle import pacing
+
+from webhooks.broker.countdowns import CountdownBudget
+from webhooks.broker.outbox import publish_now
+from webhooks.config import Settings, get_settings
+from webhooks.events.envelope import MODE
+from webhooks.lifecycle import policy
+from webhooks.lifecycle.claim import Caps, Claim, claim
+from webhooks.lifecycle.failure_kinds import internal_error
+from webhooks.lifecycle.record import Recorded, record
+from webhooks.sender.post import AttemptResult, HttpSender, Sender
+from webhooks.signing import sign
+from webhooks.storage.db import attempt_transaction, get_attempt_engine
+from webhooks.storage.models import utcnow
+from webhooks.storage.receiver_text import storable_text
 
 __all__ = ["run_attempt", "delivery_headers", "default_sender", "rules_of"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.delivery")  # its name from before the move: log searches use it
 
 ERROR_TEXT_LIMIT = 500  # characters of an attempt's error kept (ours are far shorter)
 

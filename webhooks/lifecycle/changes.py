@@ -15,12 +15,12 @@ import datetime as dt
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from .accounts import new_signing_secret
-from .errors import Conflict, NotFound
-from .models import Delivery, Subscription, new_id
-from .outbox import Dispatch, publish_after_commit
-from .quotas import reserve_subscription_slot
-from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, held_by_pause_in_sql
+from webhooks.broker.outbox import Dispatch, publish_after_commit
+from webhooks.errors import Conflict, NotFound
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, held_by_pause, held_by_pause_in_sql
+from webhooks.storage.models import Delivery, Subscription, new_id
+from webhooks.tenants.accounts import new_signing_secret
+from webhooks.tenants.quotas import reserve_subscription_slot
 
 __all__ = [
     "SETTINGS",

@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from sqlalchemy import Integer, and_, bindparam, case, false, func, null, or_, select, true, update
 from sqlalchemy.engine import Connection
 
-from .config import Settings
-from .models import Delivery, Event, Subscription, UTCDateTime
-from .prepared import PreparedStatement, execute_together
-from .rotation import signing_secret
-from .states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause_in_sql
+from webhooks.config import Settings
+from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause_in_sql
+from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
+from webhooks.storage.prepared import PreparedStatement, execute_together
+from webhooks.tenants.rotation import signing_secret
 
 __all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
 

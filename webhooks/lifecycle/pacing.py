@@ -25,11 +25,11 @@ from typing import Callable
 from sqlalchemy import Float, bindparam, case, literal, update
 from sqlalchemy.engine import Connection
 
-from . import policy
-from .claim import Claim
-from .models import Delivery, Subscription
-from .outbox import Dispatch
-from .states import DeliveryStatus
+from webhooks.broker.outbox import Dispatch
+from webhooks.lifecycle import policy
+from webhooks.lifecycle.claim import Claim
+from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.storage.models import Delivery, Subscription
 
 __all__ = ["Paced", "admit", "SLOT_TOLERANCE_S"]
 

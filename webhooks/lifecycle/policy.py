@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 from typing import Callable
 
-from .states import DeliveryStatus, held_by_pause
+from webhooks.lifecycle.states import DeliveryStatus, held_by_pause
 
 __all__ = [
     "Outcome", "Wait", "Counter", "Rules", "Step", "classify", "retry_delay", "next_step",

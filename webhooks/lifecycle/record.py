@@ -23,13 +23,15 @@ from dataclasses import dataclass
 from sqlalchemy import Integer, String, Text, bindparam, exists, false, func, insert, null, select, update
 from sqlalchemy.engine import Connection
 
-from . import policy, rollup
-from .claim import Claim
-from .models import Attempt, Delivery, Subscription, UTCDateTime
-from .outbox import Dispatch
-from .prepared import PreparedStatement, execute_together
-from .states import DeliveryStatus, waiting
-from .store import hold_pending, pause_subscription
+from webhooks.lifecycle import policy
+
+from webhooks.broker.outbox import Dispatch
+from webhooks.lifecycle.changes import hold_pending, pause_subscription
+from webhooks.lifecycle.claim import Claim
+from webhooks.lifecycle.states import DeliveryStatus, waiting
+from webhooks.storage import rollup
+from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
+from webhooks.storage.prepared import PreparedStatement, execute_together
 
 __all__ = ["Recorded", "record"]
 

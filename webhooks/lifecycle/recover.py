@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from sqlalchemy import exists, func, insert, literal, select
 from sqlalchemy.orm import Session
 
-from .errors import InvalidWindow, NotFound
-from .models import Delivery, Subscription
-from .outbox import request_sweep_after_commit
-from .states import REPLAYABLE, STORED_STATUSES, SubscriptionStatus, held_by_pause
-from .store import replay_row
+from webhooks.broker.outbox import request_sweep_after_commit
+from webhooks.errors import InvalidWindow, NotFound
+from webhooks.lifecycle.changes import replay_row
+from webhooks.lifecycle.states import REPLAYABLE, STORED_STATUSES, SubscriptionStatus, held_by_pause
+from webhooks.storage.models import Delivery, Subscription
 
 __all__ = ["Recovered", "check_window", "recover"]
 

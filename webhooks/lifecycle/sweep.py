@@ -13,13 +13,13 @@ import datetime as dt
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from . import waiting as waiting_counts  # states.waiting is the predicate
-from .config import Settings, get_settings
-from .db import session_scope
-from .models import Delivery, Subscription, utcnow
-from .outbox import Dispatch, publish_now
-from .rotation import settle_due
-from .states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
+from webhooks.broker.outbox import Dispatch, publish_now
+from webhooks.config import Settings, get_settings
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
+from webhooks.storage import waiting_counts  # states.waiting is the predicate
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.tenants.rotation import settle_due
 
 __all__ = ["sweep", "run_sweep"]
 
@@ -33,7 +33,7 @@ def run_sweep(settings: Settings | None = None) -> int:
     """Publish what :func:`sweep` finds; returns how many messages it sent.
 
     It also folds the waiting counts of database connections that have gone
-    (webhooks/waiting.py), so /metrics keeps reading a few rows.
+    (webhooks/storage/waiting_counts.py), so /metrics keeps reading a few rows.
     """
     settings = settings or get_settings()
     with session_scope() as session:

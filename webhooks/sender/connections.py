@@ -31,10 +31,10 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util.connection import allowed_gai_family
 
-from .deadline import AttemptDeadline
-from .errors import DestinationRefused
-from .failures import ErrorKind, Failure, failure, timeout, tls_failure
-from .netguard import describe_refusal, is_public_address
+from webhooks.errors import DestinationRefused
+from webhooks.lifecycle.failure_kinds import ErrorKind, Failure, failure, timeout, tls_failure
+from webhooks.sender.deadline import AttemptDeadline
+from webhooks.sender.netguard import describe_refusal, is_public_address
 
 __all__ = ["Resolver", "system_resolver", "begin", "end", "pool_classes", "LOOKUP_THREADS"]
 

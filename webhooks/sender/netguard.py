@@ -1,6 +1,6 @@
 """Which IP addresses a delivery may connect to (WEBHOOKS_ALLOW_PRIVATE_TARGETS).
 
-It judges an address that has already been resolved. transport.py calls it
+It judges an address that has already been resolved. webhooks/sender/post.py calls it
 on every address it is about to connect to, so a host name that resolves to
 127.0.0.1, or a DNS answer that changes between check and use, is caught.
 
@@ -17,7 +17,7 @@ import logging
 
 __all__ = ["is_public_address", "describe_refusal", "REFUSAL_MESSAGE"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.netguard")  # its name from before the move: log searches use it
 
 # What the tenant reads (after "refused: " in the attempt's error): no address.
 REFUSAL_MESSAGE = "destination is not a public address; deliveries go only to public addresses"

@@ -7,7 +7,7 @@ connections.py), reads at most ``DRAIN_LIMIT`` bytes of the response, trusts
 the CAs of ``WEBHOOKS_CA_BUNDLE`` for https, and connects only to addresses
 the guard allows, checked on the address actually connected to. Every
 exception becomes an ``AttemptResult`` with ``status_code=None``, an
-``error_kind`` and a short ``error`` (failures.py) here and nowhere else.
+``error_kind`` and a short ``error`` (webhooks/lifecycle/failure_kinds.py) here and nowhere else.
 Tests pass any callable with ``HttpSender.post``'s signature.
 """
 
@@ -21,11 +21,11 @@ from typing import Callable, Mapping
 import requests
 from requests.adapters import HTTPAdapter
 
-from . import connections
-from .connections import Resolver, system_resolver
-from .deadline import AttemptDeadline, watchdog
-from .failures import ErrorKind, Failure, from_exception, timeout
-from .storable import storable_text
+from webhooks.lifecycle.failure_kinds import ErrorKind, Failure, from_exception, timeout
+from webhooks.sender import connections
+from webhooks.sender.connections import Resolver, system_resolver
+from webhooks.sender.deadline import AttemptDeadline, watchdog
+from webhooks.storage.receiver_text import storable_text
 
 __all__ = ["AttemptResult", "HttpSender", "Sender", "EXCERPT_BYTES", "DRAIN_LIMIT"]
 

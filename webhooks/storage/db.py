@@ -18,8 +18,8 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from .config import Settings, get_settings
-from .datadir import create_private_file, private_dir
+from webhooks.config import Settings, get_settings
+from webhooks.config.datadir import create_private_file, private_dir
 
 __all__ = ["make_engine", "get_engine", "get_attempt_engine", "get_autocommit_engine",
            "attempt_transaction", "in_autocommit", "in_transaction_block", "get_sessionmaker",
@@ -58,7 +58,7 @@ def _configure_sqlite(engine: Engine) -> None:
 
 
 def _prepare_sqlite_file(database: str) -> None:
-    """The database file, mode 0600, in a folder of mode 0700 (see webhooks/datadir.py).
+    """The database file, mode 0600, in a folder of mode 0700 (see webhooks/config/datadir.py).
 
     A folder that exists and is not the data folder is left as it is: the
     operator chose it (it may be /tmp).
@@ -169,7 +169,7 @@ def get_engine(url: str | None = None, *, pre_ping: bool = True) -> Engine:
 
 
 def get_attempt_engine(url: str | None = None) -> Engine:
-    """This process's engine for the claims and records of attempts (delivery.py).
+    """This process's engine for the claims and records of attempts (webhooks/lifecycle/attempt.py).
 
     On PostgreSQL its connections are in autocommit mode: a transaction is
     opened by a ``BEGIN`` sent with its first statement and closed by the

@@ -34,9 +34,9 @@ from sqlalchemy import Boolean, String, and_, bindparam, case, false, func, lite
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.engine import Connection
 
-from .models import Account, Delivery, Event, Subscription, UTCDateTime
-from .prepared import PreparedStatement, execute_together
-from .states import DeliveryStatus, SubscriptionStatus, waiting
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, waiting
+from webhooks.storage.models import Account, Delivery, Event, Subscription, UTCDateTime
+from webhooks.storage.prepared import PreparedStatement, execute_together
 
 __all__ = ["Stored", "store_in_one_statement"]
 

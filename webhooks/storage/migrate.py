@@ -16,9 +16,9 @@ from alembic.script import ScriptDirectory
 from alembic.script.revision import ResolutionError
 from alembic.util.exc import CommandError
 
-from .config import get_settings
-from .db import get_engine
-from .errors import SchemaNotReady
+from webhooks.config import get_settings
+from webhooks.errors import SchemaNotReady
+from webhooks.storage.db import get_engine
 
 __all__ = ["upgrade", "alembic_config", "check_schema"]
 

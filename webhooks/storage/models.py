@@ -1,6 +1,6 @@
 """SQLAlchemy models and state enums; the database is the source of truth.
 
-Models never commit: the caller owns the transaction (see store.py).
+Models never commit: the caller owns the transaction (see webhooks/lifecycle/changes.py).
 Ids are UUID strings so the same schema runs on PostgreSQL and SQLite.
 """
 
@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from .states import DeliveryStatus, SubscriptionStatus  # re-exported: the models' states
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus  # re-exported: the models' states
 
 __all__ = [
     "Base",
@@ -269,7 +269,7 @@ class AttemptTotal(Base):
 
 
 class WaitingCount(Base):
-    """Deliveries pending, sending and paused, counted by triggers as statuses change (waiting.py).
+    """Deliveries pending, sending and paused, counted by triggers as statuses change (webhooks/storage/waiting_counts.py).
 
     The gauges of /metrics: summed over a few rows, whatever the backlog.
     """

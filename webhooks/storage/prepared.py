@@ -31,7 +31,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 
-from .db import in_autocommit, in_transaction_block
+from webhooks.storage.db import in_autocommit, in_transaction_block
 
 __all__ = ["PreparedStatement", "execute_together"]
 

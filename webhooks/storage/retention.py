@@ -36,12 +36,12 @@ from sqlalchemy import and_, delete, exists, func, or_, select, true, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import aliased
 
-from .models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
-from .rollup import floor_hour
+from webhooks.storage.models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
+from webhooks.storage.rollup import floor_hour
 
 __all__ = ["Purged", "FINISHED", "cutoff_for", "purge", "run_scheduled"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("webhooks.retention")  # its name from before the move: log searches use it
 
 #: The statuses retention may delete; every other one is kept whatever its age.
 FINISHED = (DeliveryStatus.DONE.value, DeliveryStatus.FAILED.value, DeliveryStatus.DEAD.value)

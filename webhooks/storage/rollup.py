@@ -27,7 +27,7 @@ import datetime as dt
 from sqlalchemy import case, func, insert, literal, select
 from sqlalchemy.engine import Connection
 
-from .models import Attempt, AttemptHour, AttemptTotal, Delivery
+from webhooks.storage.models import Attempt, AttemptHour, AttemptTotal, Delivery
 
 __all__ = [
     "DURATION_BUCKETS_MS",

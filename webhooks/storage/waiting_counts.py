@@ -23,8 +23,8 @@ from __future__ import annotations
 from sqlalchemy import delete, func, insert, literal, select, text
 from sqlalchemy.engine import Connection
 
-from .models import Delivery, WaitingCount
-from .states import DeliveryStatus
+from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.storage.models import Delivery, WaitingCount
 
 __all__ = ["WAITING", "read", "recount", "fold"]
 
@@ -45,7 +45,7 @@ def read(connection: Connection) -> dict[str, int]:
 def _counted_from_deliveries():
     """One row: the deliveries in each waiting status, counted on index ranges only (pending
     and sending on their partial indexes, paused on the list index once per account)."""
-    from .models import Account
+    from webhooks.storage.models import Account
 
     def count(status: str, *where):
         return (select(func.count()).select_from(Delivery)

@@ -8,7 +8,7 @@ import secrets
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from .models import Account, new_id, utcnow
+from webhooks.storage.models import Account, new_id, utcnow
 
 __all__ = [
     "API_KEY_PREFIX",

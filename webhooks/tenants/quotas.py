@@ -9,9 +9,9 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .config import get_settings
-from .errors import Conflict
-from .models import Account, Subscription
+from webhooks.config import get_settings
+from webhooks.errors import Conflict
+from webhooks.storage.models import Account, Subscription
 
 __all__ = ["SUBSCRIPTION_LIMIT_CODE", "reserve_subscription_slot"]
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from sqlalchemy import and_, case, select, update
 from sqlalchemy.sql import ColumnElement
 
-from .accounts import new_signing_secret
-from .models import Subscription
+from webhooks.storage.models import Subscription
+from webhooks.tenants.accounts import new_signing_secret
 
 __all__ = [
     "ACTIVATE_IN_MAX", "Secrets", "secrets_at", "signing_secret", "rotate", "activate_now",

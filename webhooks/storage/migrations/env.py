@@ -1,9 +1,9 @@
-"""Alembic environment: runs on the connection webhooks.migrate hands it."""
+"""Alembic environment: runs on the connection webhooks.storage.migrate hands it."""
 
 from alembic import context
 from sqlalchemy import create_engine
 
-from webhooks.models import Base
+from webhooks.storage.models import Base
 
 config = context.config
 target_metadata = Base.metadata

@@ -1,7 +1,7 @@
 """attempt rollups: attempts per subscription and hour, and totals for /metrics
 
 The dashboard's charts and counts and /metrics read these instead of the
-attempts table, so their cost no longer grows with history (webhooks/rollup.py).
+attempts table, so their cost no longer grows with history (webhooks/storage/rollup.py).
 Both tables are filled from the attempts already stored, in one
 INSERT ... SELECT ... GROUP BY each (docs/scaling.md gives the time on 2.36
 million attempts). Run it with the workers stopped: attempts recorded while
@@ -19,7 +19,7 @@ down_revision = "0004"
 branch_labels = None
 depends_on = None
 
-# Frozen here (a migration must not change when webhooks.rollup does).
+# Frozen here (a migration must not change when webhooks.storage.rollup does).
 DURATION_BUCKETS_MS = (25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 15000, 30000)
 
 

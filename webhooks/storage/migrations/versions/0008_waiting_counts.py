@@ -5,7 +5,7 @@ partial indexes: 8.6 ms for 60,000 pending ones, growing with the backlog.
 Now triggers on ``deliveries`` keep the counts in ``waiting_counts`` in the
 same transaction as every change of status, whichever statement makes it
 (emit, claim, record, pause, resume, the sweep, replay, delete), and the
-scrape sums a few rows (webhooks/waiting.py).
+scrape sums a few rows (webhooks/storage/waiting_counts.py).
 
 - PostgreSQL: statement-level triggers with transition tables, so a
   statement that moves 100,000 deliveries writes one row once; each backend
