@@ -187,7 +187,7 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     status = step.status
     dispatch = (Dispatch(claim.delivery_id, claim.attempt_number, step.retry_after)
                 if step.wait is policy.Wait.COUNTDOWN else None)
-    paused_now = (failures is not None and policy.pauses(failures, rules)
+    paused_now = (failures is not None and policy.pauses(failures, rules, claim.event_type)
                   and pause_subscription(connection, claim.subscription_id, now))
     if paused_now:
         # The released delivery is held with the others; resume sends it.
