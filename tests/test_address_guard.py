@@ -236,7 +236,6 @@ def test_a_public_looking_endpoint_that_redirects_to_a_private_one(guarded, reso
     from sqlalchemy import update
 
     from webhooks.sender import connections
-
     from webhooks.sender import netguard
     from webhooks.storage.models import Subscription
 

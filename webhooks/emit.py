@@ -1,10 +1,10 @@
 """emit_event(): validate, persist the event and its deliveries, publish after commit.
 
 One transaction stores the event and one delivery per matching
-subscription; the deliver messages are handed to the background publisher
-only after that transaction commits (a worker must never look for a row it
-cannot see yet). If publishing fails, the deliveries are parked and the
-sweep sends them.
+subscription; the deliver messages are handed to the process's publisher
+(publisher.py) only after that transaction commits (a worker must never look
+for a row it cannot see yet), and emit_event returns once the broker took
+them. If publishing fails, the deliveries are parked and the sweep sends them.
 """
 
 from __future__ import annotations
@@ -223,7 +223,7 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
         return emitted
     emitted, dispatches = _emit_in_own_transaction(
         account_id, event_type, data, idempotency_key, settings)
-    publisher.submit(dispatches)
+    publisher.publish(dispatches)
     return emitted
 
 

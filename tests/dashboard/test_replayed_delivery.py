@@ -19,7 +19,7 @@ def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_re
         alice_client, alice, monkeypatch, status):
     from webhooks.broker import publisher
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
     subscription_id = make_subscription(alice.account_id)
     original = dead_delivery(alice.account_id, subscription_id)
     set_delivery(original, status=status)

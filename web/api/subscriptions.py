@@ -12,15 +12,13 @@ from flask import Blueprint, Response, url_for
 from sqlalchemy import select
 
 from webhooks.broker import celery_app as queue
-
-from webhooks.tenants import rotation
-
 from webhooks.config import get_settings
 from webhooks.emit import send_test
 from webhooks.errors import InvalidWindow
 from webhooks.lifecycle import changes as store
 from webhooks.lifecycle.recover import recover as recover_window
 from webhooks.storage.models import Subscription, utcnow
+from webhooks.tenants import rotation
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id

@@ -11,7 +11,6 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from webhooks.broker import celery_app as queue
-
 from webhooks.config import get_settings
 from webhooks.emit import send_test
 from webhooks.errors import Conflict

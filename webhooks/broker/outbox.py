@@ -6,9 +6,10 @@ caller hands them here, never to Celery:
 - :func:`publish_now`: the worker, after its record committed: publish in
   this thread; what the broker refuses is parked for the sweep.
 - :func:`publish_after_commit`: ``emit_event(session=…)`` and the web app:
-  published by the background publisher once the session's transaction
-  commits, forgotten if it rolls back (a worker must never look for a row it
-  cannot see yet).
+  published by the process's publisher (publisher.py) once the session's
+  transaction commits, the commit returning after the broker took them or
+  they were parked; forgotten if it rolls back (a worker must never look
+  for a row it cannot see yet).
 - :func:`request_sweep_after_commit`: ask a worker to sweep now (a resume).
 
 :func:`on_commit` is the one after-commit mechanism, on SQLAlchemy's session
@@ -26,7 +27,6 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from webhooks.broker import publisher
-
 from webhooks.broker import celery_app as queue
 from webhooks.lifecycle.states import DeliveryStatus
 from webhooks.storage.db import session_scope
@@ -101,10 +101,10 @@ def _forget_actions(session: Session) -> None:
 
 
 def publish_after_commit(session: Session, dispatches: Sequence[Dispatch]) -> None:
-    """Publish through the background publisher once ``session`` commits."""
+    """Publish through the process's publisher once ``session`` commits (the commit waits)."""
     if dispatches:
         items = list(dispatches)
-        on_commit(session, lambda: publisher.submit(items))
+        on_commit(session, lambda: publisher.publish(items))
 
 
 def request_sweep_after_commit(session: Session) -> None:

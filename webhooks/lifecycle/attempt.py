@@ -15,23 +15,21 @@ from typing import NamedTuple
 
 from sqlalchemy.exc import OperationalError
 
-from webhooks.tenants import custom_headers
-
-from webhooks.lifecycle import pacing
-
 from webhooks.broker.countdowns import CountdownBudget
 from webhooks.broker.outbox import publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.events.envelope import MODE
+from webhooks.lifecycle import pacing
 from webhooks.lifecycle import policy
 from webhooks.lifecycle.claim import Caps, Claim, claim
 from webhooks.lifecycle.failure_kinds import internal_error
 from webhooks.lifecycle.record import Recorded, record
-from webhooks.sender.post import AttemptResult, HttpSender, Sender
+from webhooks.sender.post import LOCATION_LIMIT, AttemptResult, HttpSender, Sender
 from webhooks.signing import sign
 from webhooks.storage.db import attempt_transaction, get_attempt_engine
 from webhooks.storage.models import utcnow
 from webhooks.storage.receiver_text import storable_text
+from webhooks.tenants import custom_headers
 
 __all__ = ["run_attempt", "delivery_headers", "default_sender", "rules_of"]
 
@@ -201,6 +199,7 @@ def _record(connection, claim, result, started_at, settings) -> _Finished | None
         connection, claim, step=step, rules=rules, started_at=started_at, now=now,
         duration_ms=result.duration_ms, status_code=result.status_code,
         error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
+        location=storable_text(result.location, LOCATION_LIMIT),
     )
     return None if done is None else _Finished(result, step, done)
 

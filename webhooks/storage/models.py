@@ -231,6 +231,8 @@ class Attempt(Base):
     outcome: Mapped[str] = mapped_column(String(20))
     # The first KiB of the response body, decoded leniently, for the dashboard.
     response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # A 3xx answer's Location header (at most 1,000 characters), never followed.
+    location: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class AttemptHour(Base):
