@@ -124,23 +124,23 @@ def publish_deliveries(delivery_ids: list[str], attempt_count: int = 0, *,
                        eta: dt.datetime | None = None) -> float:
     """Publish one deliver message per id; returns messages published per second.
 
-    Without ``eta`` this is the service's own path (``webhooks.broker.celery_app.publish``);
+    Without ``eta`` this is the service's own path (``webhooks.broker.outbox.send_to_broker``);
     with ``eta`` (aware UTC) each message is a countdown due then, as a failed
     attempt's retry is.
     """
-    from webhooks.broker import celery_app as queue
+    from webhooks.broker import celery_app, outbox
     from webhooks.broker.outbox import Dispatch
 
     started = time.perf_counter()
     if eta is None:
-        failed = queue.publish(Dispatch(i, attempt_count) for i in delivery_ids)
+        failed = outbox.send_to_broker(Dispatch(i, attempt_count) for i in delivery_ids)
         if failed:
             raise RuntimeError(f"{len(failed)} messages could not be published")
     else:
-        app = queue.celery_app
+        app = celery_app.celery_app
         with app.producer_or_acquire() as producer:
             for delivery_id in delivery_ids:
-                app.send_task(queue.DELIVER_TASK, args=(delivery_id, attempt_count), eta=eta,
+                app.send_task(celery_app.DELIVER_TASK, args=(delivery_id, attempt_count), eta=eta,
                               producer=producer)
     elapsed = time.perf_counter() - started
     return len(delivery_ids) / elapsed if elapsed > 0 else 0.0

@@ -185,8 +185,8 @@ def published(monkeypatch):
     from tests.factories import Published
 
     sent = Published()
-    monkeypatch.setattr("webhooks.broker.celery_app.publish", lambda items: sent.extend(items) or [])
-    monkeypatch.setattr("webhooks.broker.celery_app.request_sweep", sent.request_sweep)
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: sent.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.request_sweep", sent.request_sweep)
     return sent
 
 

@@ -40,7 +40,7 @@ class Published(list):
         return True
 
     def settled(self) -> "Published":
-        from webhooks.broker import publisher
+        from webhooks.broker import outbox
 
-        assert publisher.flush(10), "the background publisher did not drain in 10 s"
+        assert outbox.flush(10), "the background publisher did not drain in 10 s"
         return self

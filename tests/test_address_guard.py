@@ -27,7 +27,7 @@ from tests.support import netjail_rules
 from tests.support.fastreceiver import FastReceiver, Redirect
 from tests.support.stack import Workers, use_env, wait_until, worker_env
 from webhooks import emit_event
-from webhooks.broker import publisher
+from webhooks.broker import outbox
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import get_engine
 
@@ -114,7 +114,7 @@ def test_no_private_target_receives_a_request_through_the_workers(jailed_workers
     for url in urls:
         make_subscription(account_id, url)
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     assert len(event.delivery_ids) == len(urls)
     wait_until(lambda: _statuses() == {"dead"}, timeout=40, what=f"every delivery dead ({_statuses()})")
 
@@ -186,7 +186,7 @@ def guarded(db, monkeypatch):
     monkeypatch.setenv("WEBHOOKS_TIMEOUT", "2")
     reset_settings_cache()
     published = Published()
-    monkeypatch.setattr("webhooks.broker.celery_app.publish", lambda items: published.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: published.extend(items) or [])
     return make_account()[0]
 
 

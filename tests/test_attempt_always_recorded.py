@@ -27,7 +27,7 @@ from webhooks.storage.models import Attempt, Delivery
 @pytest.fixture
 def quiet_publish(monkeypatch):
     """No broker here: what the attempt would publish is dropped (the rows tell everything)."""
-    monkeypatch.setattr("webhooks.broker.celery_app.publish", lambda items: [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: [])
 
 
 def _delivery_to(url: str) -> str:

@@ -44,7 +44,7 @@ class Receiver:
 
 @pytest.fixture
 def quiet_publish(monkeypatch):
-    monkeypatch.setattr("webhooks.broker.celery_app.publish", lambda items: [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: [])
 
 
 def _one_delivery() -> tuple[str, str]:

@@ -123,10 +123,10 @@ def test_webhooks_dev_lock_file_is_private(tmp_path):
 
 
 def test_the_embedded_brokers_folders_are_private(data_dir, monkeypatch):
-    from webhooks.broker import celery_app as queue
+    from webhooks.broker import celery_app
 
     monkeypatch.setenv("WEBHOOKS_BROKER_URL", "filesystem://")
     reset_settings_cache()
-    queue._make_app()
+    celery_app._make_app()
     broker = data_dir / "broker"
     assert [mode(f) for f in (data_dir, broker, broker / "control")] == [0o700] * 3

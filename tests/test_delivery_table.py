@@ -27,8 +27,8 @@ SETTINGS = load_settings({"WEBHOOKS_RETRY_DELAYS": "60,300,1800,7200,43200",
 def outbox(sqlite_db, monkeypatch):
     """The messages that would go to the broker, in memory."""
     sent = []
-    monkeypatch.setattr("webhooks.broker.celery_app.publish", lambda items: sent.extend(items) or [])
-    monkeypatch.setattr("webhooks.broker.publisher.publish", lambda items, timeout=None: sent.extend(items) or True)
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: sent.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.publish", lambda items, timeout=None: sent.extend(items) or True)
     return sent
 
 

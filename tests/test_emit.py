@@ -147,11 +147,9 @@ def test_session_rollback_stores_and_publishes_nothing(account, published):
 
 def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
     """A broker nobody listens on: emit returns at once, the delivery waits parked."""
-    from webhooks.broker import publisher
-
     from celery import Celery
 
-    from webhooks.broker import celery_app as queue
+    from webhooks.broker import celery_app, outbox
 
     account_id, _ = make_account()
     make_subscription(account_id, "https://example.com/hook")
@@ -159,28 +157,28 @@ def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
     dead.conf.update(
         broker_connection_timeout=1,
         broker_transport_options={"socket_connect_timeout": 1, "socket_timeout": 1},
-        task_publish_retry_policy=queue.celery_app.conf.task_publish_retry_policy,
+        task_publish_retry_policy=celery_app.celery_app.conf.task_publish_retry_policy,
     )
-    monkeypatch.setattr(queue, "celery_app", dead)
-    monkeypatch.setattr(queue, "_broker_down_until", 0.0)
+    monkeypatch.setattr(celery_app, "celery_app", dead)
+    monkeypatch.setattr(outbox, "_broker_down_until", 0.0)
     started = time.monotonic()
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
     assert time.monotonic() - started < 0.5
     started = time.monotonic()
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     assert time.monotonic() - started < 5  # one bounded publish attempt, then parked
     with session_scope() as session:
         row = session.get(Delivery, event.delivery_ids[0])
         assert (row.status, row.parked) == ("pending", True)
     started = time.monotonic()
     emit_event(account_id, "email.sent", sample_data("email.sent"))
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     assert time.monotonic() - started < 0.5  # the known-down broker is skipped for a while
 
 
 def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, published):
     from webhooks.broker import outbox
-    from webhooks.broker import publisher
+    from webhooks.broker import outbox
 
     account_id, _ = make_account()
     make_subscription(account_id, "https://example.com/hook")
@@ -192,9 +190,9 @@ def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, publishe
             raise RuntimeError("database unreachable while parking")
         return outbox.publish_now(items)
 
-    monkeypatch.setattr("webhooks.broker.publisher.dispatch", fail_once)
+    monkeypatch.setattr("webhooks.broker.outbox.publish_batch", fail_once)
     emit_event(account_id, "email.sent", sample_data("email.sent"))
-    assert publisher.flush(10) and len(failures) == 1 and published == []
+    assert outbox.flush(10) and len(failures) == 1 and published == []
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
     assert [p.delivery_id for p in published.settled()] == list(event.delivery_ids)
 

@@ -87,7 +87,7 @@ any_data = json_values | python_oddities
 def emitter(db, monkeypatch):
     """An account with one subscription; publishing is captured, not sent."""
     published = Published()
-    monkeypatch.setattr("webhooks.broker.celery_app.publish", lambda items: published.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: published.extend(items) or [])
     account_id, _ = make_account()
     make_subscription(account_id, "https://hooks.example.com/in")
     return account_id, published
@@ -249,8 +249,8 @@ def api(db, redis_broker, monkeypatch):
     from tests.api.helpers import emit, make_subscription as api_subscription, new_caller, set_delivery
     from web import create_app
 
-    monkeypatch.setattr("webhooks.broker.celery_app.publish", lambda items: [])
-    monkeypatch.setattr("webhooks.broker.celery_app.request_sweep", lambda: True)
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: [])
+    monkeypatch.setattr("webhooks.broker.outbox.request_sweep", lambda: True)
     app = create_app({"TESTING": True})
     caller = new_caller("hostile")
     subscription_id = api_subscription(caller.account_id)

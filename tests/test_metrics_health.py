@@ -40,9 +40,9 @@ def client(app):
 
 @pytest.fixture
 def no_publish(monkeypatch):
-    from webhooks.broker import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
 
 
 def database_down(monkeypatch):

@@ -154,7 +154,7 @@ def test_429_then_200_ends_done(pipeline, receiver):
 
 
 def test_25_consecutive_failures_pause_then_resume_delivers_what_was_held(pipeline, receiver):
-    from webhooks.broker import celery_app as queue
+    from webhooks.broker import celery_app, outbox
     from webhooks.lifecycle import changes as store
 
     receiver.script("/broken", 503)
@@ -178,7 +178,7 @@ def test_25_consecutive_failures_pause_then_resume_delivers_what_was_held(pipeli
     receiver.script("/broken", 200)
     with session_scope() as session:
         assert store.resume_subscription(session, subscription.id, utcnow()) == 25
-    assert queue.request_sweep()
+    assert outbox.request_sweep()
     wait_until(lambda: {delivery_status(i) for i in ids} == {"done"}, what="all delivered")
     row = subscription_row()
     assert (row.status, row.consecutive_failures) == ("active", 0)

@@ -21,7 +21,7 @@ from sqlalchemy import text
 from tests.support.fastreceiver import FastReceiver
 from tests.support.stack import Workers, terminate_backends, use_env, wait_until, worker_env
 from webhooks import emit_event
-from webhooks.broker import publisher
+from webhooks.broker import outbox
 from webhooks.events.samples import sample_data
 from webhooks.signing import InvalidSignature, verify
 from webhooks.storage.db import get_engine, session_scope
@@ -148,7 +148,7 @@ def test_a_full_cycle_logs_no_secret_and_rotation_signs_the_next_attempt(cycle, 
         response = client.get(API + "/subscriptions", headers={"Authorization": header})
         assert response.status_code == 401
         bodies.append((401, f"401 for {header[:6]}…: {response.get_data(as_text=True)}"))
-    assert publisher.flush(10)
+    assert outbox.flush(10)
 
     # Rotation: attempt 1 was signed with the old secret, everything after with the new one.
     arrivals = receiver.arrivals("/cycle")

@@ -40,9 +40,9 @@ def agree() -> dict[str, int]:
 
 @pytest.fixture
 def subscription_id(any_db, monkeypatch):
-    from webhooks.broker import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)  # no broker needed
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)  # no broker needed
     account_id, _ = make_account()
     return make_subscription(account_id, "https://e.example.com/in").id
 
@@ -152,9 +152,9 @@ def backend_alive(pid: int) -> bool:
 def test_each_backend_counts_in_its_own_row_and_the_sweep_folds_the_gone(db, monkeypatch):
     from sqlalchemy import create_engine
 
-    from webhooks.broker import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account()
     make_subscription(account_id, "https://e.example.com/in")
     emit(account_id)
@@ -176,9 +176,9 @@ def test_each_backend_counts_in_its_own_row_and_the_sweep_folds_the_gone(db, mon
 
 
 def test_truncate_empties_the_counts(db, monkeypatch):
-    from webhooks.broker import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account()
     make_subscription(account_id, "https://e.example.com/in")
     emit(account_id)

@@ -2,7 +2,7 @@
 
 One transaction stores the event and one delivery per matching
 subscription; the deliver messages are handed to the process's publisher
-(publisher.py) only after that transaction commits (a worker must never look
+(webhooks/broker/outbox.py) only after that transaction commits (a worker must never look
 for a row it cannot see yet), and emit_event returns once the broker took
 them. If publishing fails, the deliveries are parked and the sweep sends them.
 """
@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from webhooks.broker import publisher
+from webhooks.broker import outbox
 from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.config import Settings, get_settings
 from webhooks.errors import NotFound
@@ -223,7 +223,7 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
         return emitted
     emitted, dispatches = _emit_in_own_transaction(
         account_id, event_type, data, idempotency_key, settings)
-    publisher.publish(dispatches)
+    outbox.publish(dispatches)
     return emitted
 
 

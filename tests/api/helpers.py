@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import insert, update
 
-from webhooks.broker import publisher
+from webhooks.broker import outbox
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import session_scope
@@ -64,7 +64,7 @@ def settle_publisher(timeout: float = 10.0) -> None:
     emit_event and send_test publish from a thread after the commit; waiting
     makes a test deterministic: nothing publishes behind its back later.
     """
-    assert publisher.flush(timeout), "the background publisher did not finish in time"
+    assert outbox.flush(timeout), "the background publisher did not finish in time"
 
 
 def set_delivery(delivery_id: str, **values) -> None:

@@ -17,9 +17,9 @@ def text(response) -> str:
 @pytest.mark.parametrize("status", ["dead", "failed"])
 def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_replay(
         alice_client, alice, monkeypatch, status):
-    from webhooks.broker import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
     subscription_id = make_subscription(alice.account_id)
     original = dead_delivery(alice.account_id, subscription_id)
     set_delivery(original, status=status)

@@ -100,10 +100,10 @@ def _window(moment: dt.datetime) -> str:
 
 
 def test_the_recover_form_replays_once(alice_client, alice, monkeypatch):
-    from webhooks.broker import celery_app as queue
+    from webhooks.broker import outbox
 
     sweeps = []
-    monkeypatch.setattr(queue, "request_sweep", lambda: sweeps.append(1))
+    monkeypatch.setattr(outbox, "request_sweep", lambda: sweeps.append(1))
     subscription_id = make_subscription(alice.account_id)
     failed = _failed(alice, subscription_id, 2)
     page = _page(subscription_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, url_for
 from sqlalchemy import select
 
-from webhooks.broker import celery_app as queue
+from webhooks.broker import outbox
 from webhooks.config import get_settings
 from webhooks.emit import send_test
 from webhooks.errors import InvalidWindow
@@ -271,5 +271,5 @@ def resume(subscription_id: str) -> Response:
     store.resume_subscription(session, subscription.id, utcnow())
     session.refresh(subscription)
     # The released deliveries are parked and due: one sweep sends them all.
-    after_commit(lambda: queue.request_sweep())
+    after_commit(lambda: outbox.request_sweep())
     return _answer(_PUBLIC, subscription)

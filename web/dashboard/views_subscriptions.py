@@ -10,7 +10,7 @@ import logging
 from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
-from webhooks.broker import celery_app as queue
+from webhooks.broker import outbox
 from webhooks.config import get_settings
 from webhooks.emit import send_test
 from webhooks.errors import Conflict
@@ -214,7 +214,7 @@ def resume_subscription(subscription_id: str):
     released = store.resume_subscription(session, subscription.id, utcnow())
     session.refresh(subscription)
     # The released deliveries are parked and due: one sweep sends them all.
-    after_commit(lambda: queue.request_sweep())
+    after_commit(lambda: outbox.request_sweep())
     log.info("subscription resumed from the dashboard", extra=_ids(subscription))
     held = f" {released} held deliver{'y goes' if released == 1 else 'ies go'} out now." if released else ""
     flash(f"Subscription resumed.{held}", "success")
