@@ -80,6 +80,15 @@ def dialect_branches() -> list[str]:
     return sites
 
 
+def _module_of(package: str, name: str) -> str:
+    """``package.name`` if that is a module (``from webhooks.services import reads``), else
+    ``package`` (``from webhooks.services.reads import utcnow``)."""
+    candidate = ROOT.joinpath(*package.split("."), name)
+    if candidate.with_suffix(".py").exists() or (candidate / "__init__.py").exists():
+        return f"{package}.{name}"
+    return package
+
+
 def web_core_imports() -> dict[str, list[str]]:
     """The ``webhooks.*`` modules web/ imports, each with the web files that do."""
     found: dict[str, list[str]] = {}
@@ -87,10 +96,8 @@ def web_core_imports() -> dict[str, list[str]]:
         for node in ast.walk(ast.parse(text)):
             modules = []
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module == "webhooks":
-                    modules = [f"webhooks.{alias.name}" for alias in node.names]
-                elif node.module.startswith("webhooks."):
-                    modules = [node.module]
+                if node.module == "webhooks" or node.module.startswith("webhooks."):
+                    modules = [_module_of(node.module, alias.name) for alias in node.names]
             elif isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names if alias.name.startswith("webhooks.")]
             for module in modules:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, union_all
 from sqlalchemy.orm import Session, aliased
 
-from webhooks.lifecycle.states import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
+from webhooks.services.reads import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
 from webhooks.storage.models import Delivery, DeliveryStatus, Subscription
 
 from .pagination import decode_cursor, encode_cursor, older_than

@@ -14,7 +14,7 @@ from marshmallow import Schema, ValidationError
 
 from webhooks.config import get_settings
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
-from webhooks.tenants import custom_headers
+from webhooks.services.subscriptions import custom_headers
 
 from .errors import ApiError
 from .schemas import describe_errors

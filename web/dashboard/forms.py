@@ -25,7 +25,7 @@ from wtforms.validators import DataRequired, Length, NumberRange, Optional, Vali
 
 from webhooks.config import get_settings
 from webhooks.events.catalogue import CATALOGUE
-from webhooks.tenants import custom_headers
+from webhooks.services.subscriptions import custom_headers
 
 from ..schemas import MAX_DESCRIPTION_LENGTH, MAX_IN_FLIGHT_MAX, RATE_LIMIT_RANGE
 from ..targets import MAX_URL_LENGTH, url_problem

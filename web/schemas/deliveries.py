@@ -10,8 +10,7 @@ from __future__ import annotations
 from marshmallow import Schema, fields, validate
 
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
-from webhooks.lifecycle.policy import Outcome
-from webhooks.lifecycle.states import PUBLIC_STATUSES
+from webhooks.services.reads import PUBLIC_STATUSES, Outcome
 from webhooks.storage.models import Attempt, Delivery, DeliveryStatus
 
 from .common import PageQuerySchema, UTCTimestamp, next_cursor_field

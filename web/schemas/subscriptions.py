@@ -15,9 +15,9 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
 from webhooks.events.fields import StrictInteger, StrictNumber
+from webhooks.services.rotation import ACTIVATE_IN_MAX, secrets_at
+from webhooks.services.subscriptions import custom_headers
 from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
-from webhooks.tenants import custom_headers
-from webhooks.tenants.rotation import ACTIVATE_IN_MAX, secrets_at
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
 from .common import PageQuerySchema, Text, UTCTimestamp, next_cursor_field

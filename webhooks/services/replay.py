@@ -1,0 +1,31 @@
+"""Replay one delivery: a new delivery of the same event to the same subscription.
+
+The one replay check is the lifecycle's (lifecycle/changes.py): only a
+``failed`` or ``dead`` delivery of a live subscription; otherwise Conflict
+``not_replayable``, whose message names the public status.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from webhooks.lifecycle import changes
+from webhooks.lifecycle.states import REPLAYABLE, DeliveryStatus
+from webhooks.storage.models import Delivery, utcnow
+
+__all__ = ["REPLAYABLE", "replay", "is_replayable", "was_published"]
+
+
+def is_replayable(delivery: Delivery) -> bool:
+    """Whether the delivery's public status allows a replay (its subscription aside)."""
+    return DeliveryStatus(delivery.status).public in REPLAYABLE
+
+
+def replay(session: Session, original: Delivery) -> Delivery:
+    """The new delivery (published after the caller commits, or held while paused)."""
+    return changes.replay_delivery(session, original, utcnow())
+
+
+def was_published(replayed: Delivery) -> bool:
+    """True if the replay goes out now, False if a pause holds it."""
+    return replayed.status == DeliveryStatus.PENDING.value
