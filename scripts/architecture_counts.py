@@ -30,7 +30,7 @@ WORKER = ROOT / "worker"
 
 # Where writes and dialect branches are allowed after issue 23.
 TRANSITIONS = {"webhooks/lifecycle/transitions.py"}
-BACKENDS_PREFIX = "webhooks/storage/"
+BACKENDS_PREFIX = "webhooks/storage/backends/"
 
 _WRITERS = {"update", "insert", "delete", "pg_insert", "sqlite_insert", "dialect_insert"}
 _RAW_WRITE = re.compile(r"\b(UPDATE\s+deliveries|INSERT\s+INTO\s+deliveries|DELETE\s+FROM\s+deliveries)\b", re.I)

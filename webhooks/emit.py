@@ -25,7 +25,8 @@ from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.config import Settings, get_settings
 from webhooks.errors import NotFound
 from webhooks.events.inputs import envelope_bytes, validate_input
-from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
 from webhooks.storage.emit_statement import store_in_one_statement
 from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id, utcnow
@@ -78,7 +79,7 @@ _TARGETS = (
     .where(accounts_table.c.id == bindparam("account_id"))
 )
 _INSERT_EVENT = insert(events_table)
-_INSERT_DELIVERIES = insert(deliveries_table)
+_INSERT_DELIVERIES = transitions.insert_deliveries
 
 
 def _insert_idempotent_statement(dialect: str):
@@ -169,12 +170,11 @@ def _store(
         return _existing(connection, account_id, idempotency_key), []
     rows = []
     for subscription_id, status, has_waiting in targets:
-        unpausable = not held_by_pause(event_type)
-        held = status == SubscriptionStatus.PAUSED.value and not unpausable
+        held = held_while(status, event_type)
         # Deliveries already wait for a free slot of this subscription (its
         # endpoint is slow or hanging, claim.py): this one queues behind
         # them without a broker message, instead of being turned away by a claim.
-        queued = has_waiting and not held and not unpausable
+        queued = has_waiting and not held and held_by_pause(event_type)
         rows.append(dict(
             id=new_id(), account_id=account_id, event_id=event_id,
             subscription_id=subscription_id, event_type=event_type,

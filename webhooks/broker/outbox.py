@@ -42,13 +42,12 @@ from typing import Callable, Iterable, Sequence
 
 from kombu.utils.uuid import uuid
 from sqlalchemy import event as sa_event
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from webhooks.broker import celery_app as broker_app
-from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.lifecycle import transitions
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Delivery, utcnow
+from webhooks.storage.models import utcnow
 
 __all__ = ["Dispatch", "send_to_broker", "request_sweep", "publish_now", "park", "publish", "submit",
            "flush", "BackgroundPublisher", "on_commit", "publish_after_commit",
@@ -156,13 +155,7 @@ def request_sweep() -> bool:
 
 def park(session: Session, delivery_ids: list[str]) -> None:
     """Hand pending deliveries whose message could not be published to the sweep."""
-    if not delivery_ids:
-        return
-    session.execute(
-        update(Delivery)
-        .where(Delivery.id.in_(delivery_ids), Delivery.status == DeliveryStatus.PENDING.value)
-        .values(parked=True, updated_at=utcnow())
-    )
+    transitions.park(session, delivery_ids, utcnow())
 
 
 def publish_now(dispatches: Sequence[Dispatch]) -> int:

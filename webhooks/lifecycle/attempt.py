@@ -194,7 +194,8 @@ def _record(connection, claim, result, started_at, settings) -> _Finished | None
     rules = rules_of(settings)
     step = policy.next_step(
         claim.attempt_number, result.status_code, claim.event_type, rules,
-        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now))
+        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now),
+        error_kind=result.error_kind)
     done = record(
         connection, claim, step=step, rules=rules, started_at=started_at, now=now,
         duration_ms=result.duration_ms, status_code=result.status_code,

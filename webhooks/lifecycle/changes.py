@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.errors import Conflict, NotFound
-from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, held_by_pause, held_by_pause_in_sql
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, held_while
 from webhooks.storage.models import Delivery, Subscription, new_id
 from webhooks.tenants.accounts import new_signing_secret
 from webhooks.tenants.quotas import reserve_subscription_slot
@@ -108,18 +109,7 @@ def pause_subscription(session, subscription_id: str, now: dt.datetime) -> bool:
     return paused.rowcount == 1
 
 
-def hold_pending(session, subscription_id: str, now: dt.datetime) -> int:
-    """Hold a paused subscription's pending deliveries as ``paused``; returns how many."""
-    result = session.execute(
-        update(Delivery)
-        .where(
-            Delivery.subscription_id == subscription_id,
-            Delivery.status == PENDING,
-            held_by_pause_in_sql(Delivery.event_type),
-        )
-        .values(status=PAUSED, parked=False, paced=False, updated_at=now)
-    )
-    return result.rowcount
+hold_pending = transitions.hold_pending  # a paused subscription's pending deliveries -> paused
 
 
 def resume_subscription(session: Session, subscription_id: str, now: dt.datetime) -> int:
@@ -136,12 +126,7 @@ def resume_subscription(session: Session, subscription_id: str, now: dt.datetime
     )
     if found.rowcount != 1:
         raise NotFound("subscription not found")
-    released = session.execute(
-        update(Delivery)
-        .where(Delivery.subscription_id == subscription_id, Delivery.status == PAUSED)
-        .values(status=PENDING, next_attempt_at=now, parked=True, updated_at=now)
-    )
-    return released.rowcount
+    return transitions.release_held(session, subscription_id, now)
 
 
 def replay_row(original, *, held: bool, parked: bool, now: dt.datetime) -> dict:
@@ -181,11 +166,8 @@ def replay_delivery(session: Session, delivery: Delivery, now: dt.datetime) -> D
     subscription = session.get(Subscription, delivery.subscription_id)
     if subscription is None or subscription.deleted_at is not None:
         raise Conflict("not_replayable", "the subscription of this delivery has been deleted")
-    held = subscription.status == SubscriptionStatus.PAUSED.value and held_by_pause(
-        delivery.event_type)
-    replay = Delivery(**replay_row(delivery, held=held, parked=False, now=now))
-    session.add(replay)
-    session.flush()
+    held = held_while(subscription.status, delivery.event_type)
+    replay = transitions.add_replay(session, replay_row(delivery, held=held, parked=False, now=now))
     if not held:
         # Like emit_event: published by the background publisher once the
         # caller commits, so a request never waits for the broker.
@@ -202,8 +184,4 @@ def delete_subscription(session: Session, subscription_id: str, now: dt.datetime
     )
     if found.rowcount != 1:
         raise NotFound("subscription not found")
-    session.execute(
-        update(Delivery)
-        .where(Delivery.subscription_id == subscription_id, Delivery.status.in_([PENDING, PAUSED]))
-        .values(status=DeliveryStatus.FAILED.value, parked=False, updated_at=now)
-    )
+    transitions.fail_waiting(session, subscription_id, now)

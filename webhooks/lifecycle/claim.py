@@ -24,11 +24,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from sqlalchemy import Integer, and_, bindparam, case, false, func, null, or_, select, true, update
+from sqlalchemy import Integer, and_, bindparam, case, func, or_, select
 from sqlalchemy.engine import Connection
 
 from webhooks.config import Settings
-from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause_in_sql
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
 from webhooks.storage.prepared import PreparedStatement, execute_together
 from webhooks.tenants.rotation import signing_secret
@@ -124,14 +125,10 @@ _GONE = (select(_sub.c.deleted_at).where(_sub.c.id == deliveries.c.subscription_
          .scalar_subquery().is_not(None))
 _HELD = and_(select(_sub.c.status).where(_sub.c.id == deliveries.c.subscription_id)
              .scalar_subquery() == SubscriptionStatus.PAUSED.value,
-             held_by_pause_in_sql(deliveries.c.event_type))
+             held_by_pause(deliveries.c.event_type))
 _SENDABLE = ~or_(_GONE, _HELD)
-_TAKE = (
-    update(deliveries)
-    .where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _SENDABLE, _UNDER_CAPS)
-    .values(status=SENDING, attempt_count=deliveries.c.attempt_count + 1,
-            claimed_at=bindparam("now"), parked=false(), updated_at=bindparam("now"))
-)
+_TAKE = transitions.take_for_attempt(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _SENDABLE,
+                                     _UNDER_CAPS)
 _NOW = bindparam("now", type_=UTCDateTime)
 _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
@@ -205,14 +202,8 @@ def _claim_portable(connection: Connection, params: dict):
 # One statement, so it needs no transaction: a claimable delivery that was not claimed
 # ends failed (its subscription was deleted), is held paused, or (sendable, so a cap
 # turned it away) waits for a free slot.
-_TURN_AWAY = (
-    update(deliveries).where(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE)
-    .values(status=case((_GONE, DeliveryStatus.FAILED.value),
-                        (_HELD, DeliveryStatus.PAUSED.value), else_=deliveries.c.status),
-            parked=case((_SENDABLE, true()), else_=false()),  # held or failed: as hold_pending
-            next_attempt_at=case((_SENDABLE, null()), else_=deliveries.c.next_attempt_at),
-            paced=false(), updated_at=bindparam("now"))
-)
+_TURN_AWAY = transitions.turn_away(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE,
+                                   gone=_GONE, held=_HELD, sendable=_SENDABLE)
 
 
 def turn_away(connection: Connection, delivery_id: str, attempt_count: int,

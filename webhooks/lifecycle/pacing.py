@@ -26,7 +26,7 @@ from sqlalchemy import Float, bindparam, case, literal, update
 from sqlalchemy.engine import Connection
 
 from webhooks.broker.outbox import Dispatch
-from webhooks.lifecycle import policy
+from webhooks.lifecycle import policy, transitions
 from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.states import DeliveryStatus
 from webhooks.storage.models import Delivery, Subscription
@@ -84,9 +84,4 @@ def admit(connection: Connection, claim: Claim, now: dt.datetime, rules: policy.
 def _wait_for_slot(connection: Connection, claim: Claim, slot: dt.datetime, *, parked: bool,
                    now: dt.datetime) -> None:
     """Give the claim back: pending until ``slot``, its attempt count restored, holding the slot."""
-    connection.execute(
-        update(_deliveries)
-        .where(_deliveries.c.id == claim.delivery_id, _deliveries.c.status == _SENDING)
-        .values(status=DeliveryStatus.PENDING.value, attempt_count=_deliveries.c.attempt_count - 1,
-                claimed_at=None, next_attempt_at=slot, parked=parked, paced=True, updated_at=now)
-    )
+    transitions.wait_for_slot(connection, claim.delivery_id, slot, parked=parked, now=now)

@@ -1,7 +1,8 @@
 """What happens after an attempt: pure functions, no I/O, no clock.
 
 :func:`next_step` is the one place a delivery's next step is decided: from
-the attempt's number and response, it gives the attempt's outcome, the
+the attempt's number and response (its status code, or the kind of failure
+when there was none: lifecycle/failure_kinds.py), it gives the attempt's outcome, the
 delivery's next status, the wait before a retry and whether a countdown
 message or the database (the sweep) carries it, how the subscription's
 counter moves, and what the delivery becomes if this attempt pauses the
@@ -23,7 +24,7 @@ from webhooks.lifecycle.states import DeliveryStatus, held_by_pause
 
 __all__ = [
     "Outcome", "Wait", "Counter", "Rules", "Step", "classify", "retry_delay", "next_step",
-    "pauses", "carrier",
+    "pauses", "carrier", "PERMANENT_KINDS",
 ]
 
 
@@ -90,9 +91,17 @@ class Step:
         return self.counter is Counter.ADD_ONE
 
 
-def classify(status_code: int | None) -> ResponseClass:
-    """Classify a response: 2xx success, 4xx but 429 permanent, anything else (``None``:
-    no response) retryable."""
+# Kinds of failure (failure_kinds.ErrorKind values) after which a retry is pointless: none
+# today, every attempt without a response is retried. A kind added here ends the delivery
+# ``failed`` at once, as a 4xx does.
+PERMANENT_KINDS: frozenset[str] = frozenset()
+
+
+def classify(status_code: int | None, error_kind: str | None = None) -> ResponseClass:
+    """Classify a response: 2xx success, 4xx but 429 permanent, anything else retryable;
+    no response (``None``) is retryable unless its ``error_kind`` is in PERMANENT_KINDS."""
+    if status_code is None and error_kind is not None and error_kind in PERMANENT_KINDS:
+        return ResponseClass.PERMANENT
     if status_code is not None and 200 <= status_code < 300:
         return ResponseClass.SUCCESS
     if status_code is not None and 400 <= status_code < 500 and status_code != 429:
@@ -116,14 +125,16 @@ _FINAL = {
 
 
 def next_step(attempt_number: int, status_code: int | None, event_type: str, rules: Rules,
-              countdown_room: Callable[[], bool] = lambda: True) -> Step:
-    """The step after attempt ``attempt_number`` got ``status_code`` (None: no response).
+              countdown_room: Callable[[], bool] = lambda: True,
+              error_kind: str | None = None) -> Step:
+    """The step after attempt ``attempt_number`` got ``status_code`` (None: no response, for
+    the reason ``error_kind``).
 
     ``countdown_room`` is asked only for a retry whose wait is short enough to
     ride a countdown (``Rules.countdown_limit``); False (the deployment's
     countdown budget is spent) parks it for the sweep instead.
     """
-    response_class = classify(status_code)
+    response_class = classify(status_code, error_kind)
     if response_class in _FINAL:
         outcome, status, counter = _FINAL[response_class]
         return Step(outcome, status.value, None, Wait.NONE, counter, status.value)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import Integer, String, Text, bindparam, exists, false, func, insert, null, select, update
+from sqlalchemy import Integer, String, Text, bindparam, exists, func, insert, select, update
 from sqlalchemy.engine import Connection
 
 from webhooks.broker.outbox import Dispatch
 from webhooks.lifecycle import policy
-from webhooks.lifecycle.changes import hold_pending, pause_subscription
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.states import DeliveryStatus, waiting
 from webhooks.storage import rollup
@@ -50,14 +51,7 @@ class Recorded:
 
 # ---------------------------------------------------------------- the four steps
 
-_MOVE = (
-    update(deliveries)
-    .where(deliveries.c.id == bindparam("d_id"), deliveries.c.status == SENDING,
-           deliveries.c.attempt_count == bindparam("n"))
-    .values(status=bindparam("new_status"), next_attempt_at=bindparam("next_at", type_=UTCDateTime),
-            parked=bindparam("park"), claimed_at=null(), paced=false(),
-            updated_at=bindparam("now"))
-)
+_MOVE = transitions.move_after_attempt()
 # Parameters are named apart from every column: on SQLite, a parameter named
 # like a column of an UPDATE would be taken as a value to SET.
 _ATTEMPT = {
@@ -92,10 +86,7 @@ def _release(locking: bool):
     # No second test of "waiting" here: the subquery locks the rows it picks
     # (FOR UPDATE re-checks them), and a second test let the planner run it
     # once per waiting row, releasing more than ``limit``.
-    return (update(deliveries)
-            .where(deliveries.c.id.in_(oldest))
-            .values(parked=false(), next_attempt_at=bindparam("now"), updated_at=bindparam("now"))
-            .returning(deliveries.c.id, deliveries.c.attempt_count))
+    return transitions.release_oldest_waiting(oldest)
 
 
 # ---------------------------------------------------------------- PostgreSQL: one statement
@@ -194,7 +185,7 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
                   and pause_subscription(connection, claim.subscription_id, now))
     if paused_now:
         # The released delivery is held with the others; resume sends it.
-        hold_pending(connection, claim.subscription_id, now)
+        transitions.hold_pending(connection, claim.subscription_id, now)
         released = []
         if step.status_if_paused != status:
             status, dispatch = step.status_if_paused, None

@@ -21,13 +21,14 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import exists, func, insert, literal, select
+from sqlalchemy import exists, func, literal, select
 from sqlalchemy.orm import Session
 
 from webhooks.broker.outbox import request_sweep_after_commit
 from webhooks.errors import InvalidWindow, NotFound
 from webhooks.lifecycle.changes import replay_row
-from webhooks.lifecycle.states import REPLAYABLE, STORED_STATUSES, SubscriptionStatus, held_by_pause
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.states import REPLAYABLE, STORED_STATUSES, held_while
 from webhooks.storage.models import Delivery, Subscription
 
 __all__ = ["Recovered", "check_window", "recover"]
@@ -102,13 +103,12 @@ def _replay_batch(session: Session, subscription_id: str, since: dt.datetime,
     ).first()
     if subscription is None:
         raise NotFound("subscription not found")
-    paused = subscription.status == SubscriptionStatus.PAUSED.value
     originals = session.execute(_candidates(subscription_id, since, end).limit(size)).all()
     if not originals:
         return 0
-    rows = [replay_row(original, held=paused and held_by_pause(original.event_type),
+    rows = [replay_row(original, held=held_while(subscription.status, original.event_type),
                        parked=True, now=now) for original in originals]
-    session.execute(insert(_deliveries), rows)
+    transitions.add_replays(session, rows)
     request_sweep_after_commit(session)
     return len(rows)
 

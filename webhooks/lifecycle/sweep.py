@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy import exists, func, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from webhooks.broker.outbox import Dispatch, publish_now
 from webhooks.config import Settings, get_settings
+from webhooks.lifecycle import states, transitions
 from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
 from webhooks.storage import waiting_counts  # states.waiting is the predicate
 from webhooks.storage.db import session_scope
@@ -57,12 +58,7 @@ def _take(session: Session, candidates, values: dict, *conditions) -> list[Dispa
     ids = [row[0] for row in session.execute(candidates)]
     if not ids:
         return []
-    rows = session.execute(
-        update(Delivery)
-        .where(Delivery.id.in_(ids), *conditions)
-        .values(**values)
-        .returning(Delivery.id, Delivery.attempt_count)
-    )
+    rows = transitions.take_swept(session, ids, values, *conditions)
     return [Dispatch(delivery_id, count) for delivery_id, count in rows]
 
 
@@ -88,7 +84,7 @@ def sweep(
     """
     stale_before = now - dt.timedelta(seconds=timeout + recover_after)
     lost_before = now - dt.timedelta(seconds=recover_after)
-    made_due = dict(next_attempt_at=now, parked=False, updated_at=now)
+    made_due = dict(states.made_due(now), updated_at=now)
     dispatches = []
 
     stale = (Delivery.status == SENDING, Delivery.claimed_at < stale_before)

@@ -34,6 +34,7 @@ from sqlalchemy import Boolean, String, and_, bindparam, case, false, func, lite
 from sqlalchemy.dialects.postgresql import JSONB, insert
 from sqlalchemy.engine import Connection
 
+from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, waiting
 from webhooks.storage.models import Account, Delivery, Event, Subscription, UTCDateTime
 from webhooks.storage.prepared import PreparedStatement, execute_together
@@ -86,19 +87,16 @@ def _statement() -> PreparedStatement:
     paused = targets.c.status == SubscriptionStatus.PAUSED.value
     # As emit._store: queued behind deliveries already waiting for a slot, unless held or never held.
     queued = and_(targets.c.has_waiting, _PAUSABLE, ~paused)
-    delivered = (
-        insert(_deliveries)
-        .from_select(
-            ["id", "account_id", "event_id", "subscription_id", "event_type", "status",
-             "attempt_count", "next_attempt_at", "parked", "claimed_at", "replay_of", "paced",
-             "created_at", "updated_at"],
-            select(func.gen_random_uuid().cast(String(36)), _ACCOUNT_ID, event.c.id, targets.c.id,
-                   _TYPE, case((and_(paused, _PAUSABLE), PAUSED), else_=PENDING),
-                   literal(0), case((queued, null()), else_=_CREATED), queued, null(), null(),
-                   false(), _CREATED, _CREATED)
-            .select_from(event.join(targets, true())))
-        .returning(_deliveries.c.id, _deliveries.c.status, _deliveries.c.parked)
-        .cte("delivered"))
+    delivered = transitions.new_deliveries_from(
+        select(func.gen_random_uuid().cast(String(36)), _ACCOUNT_ID, event.c.id, targets.c.id,
+               _TYPE, case((and_(paused, _PAUSABLE), PAUSED), else_=PENDING),
+               literal(0), case((queued, null()), else_=_CREATED), queued, null(), null(),
+               false(), _CREATED, _CREATED)
+        .select_from(event.join(targets, true())),
+        ["id", "account_id", "event_id", "subscription_id", "event_type", "status",
+         "attempt_count", "next_attempt_at", "parked", "claimed_at", "replay_of", "paced",
+         "created_at", "updated_at"],
+    ).cte("delivered")
     one = select(literal(1).label("one")).subquery("one")
     return PreparedStatement.from_core("emit", select(
         select(func.count()).select_from(account).scalar_subquery().label("account_found"),

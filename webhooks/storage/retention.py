@@ -36,6 +36,7 @@ from sqlalchemy import and_, delete, exists, func, or_, select, true, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import aliased
 
+from webhooks.lifecycle import transitions
 from webhooks.storage.models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
 from webhooks.storage.rollup import floor_hour
 
@@ -176,9 +177,7 @@ def _delivery_batch(connection: Connection, account_id: str, status: str,
         return Purged(), False, None, 0
     ids = [row.id for row in rows]
     attempts = connection.execute(delete(Attempt).where(Attempt.delivery_id.in_(ids))).rowcount
-    gone = connection.execute(
-        delete(Delivery).where(Delivery.id.in_(ids)).returning(Delivery.event_id, Delivery.replay_of)
-    ).all()
+    gone = transitions.delete_deliveries(connection, ids)
     event_ids = sorted({row.event_id for row in gone})
     events = connection.execute(
         delete(Event).where(Event.id.in_(event_ids),
