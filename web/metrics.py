@@ -54,6 +54,7 @@ from sqlalchemy.engine import Connection
 
 from webhooks.config import get_settings
 from webhooks.storage import waiting_counts as waiting
+from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_engine
 from webhooks.storage.models import (AttemptTotal, Delivery, DeliveryStatus, Subscription,
                              SubscriptionStatus, utcnow)
@@ -121,9 +122,8 @@ def _attempt_totals(connection: Connection) -> dict[str, tuple[int, int, list[in
 
 def read_snapshot(connection: Connection, now: dt.datetime) -> dict:
     """Every number /metrics shows, read in one short transaction."""
-    if connection.dialect.name == "postgresql":
-        # A slow database makes the scrape fail fast instead of piling up scrapes.
-        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    # A slow database makes the scrape fail fast instead of piling up scrapes (PostgreSQL).
+    backend_of(connection).limit_statement_time(connection, STATEMENT_TIMEOUT_MS)
     return {
         "waiting": _waiting(connection),
         "lag": _queue_lag(connection, now),

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from webhooks.broker import outbox
@@ -27,6 +26,7 @@ from webhooks.errors import NotFound
 from webhooks.events.inputs import envelope_bytes, validate_input
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
+from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
 from webhooks.storage.emit_statement import store_in_one_statement
 from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id, utcnow
@@ -82,24 +82,13 @@ _INSERT_EVENT = insert(events_table)
 _INSERT_DELIVERIES = transitions.insert_deliveries
 
 
-def _insert_idempotent_statement(dialect: str):
-    insert_fn = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return (
-        insert_fn(events_table)
-        .on_conflict_do_nothing(index_elements=["account_id", "idempotency_key"])
-        .returning(events_table.c.id)
-    )
-
-
-_INSERT_EVENT_ONCE = {name: _insert_idempotent_statement(name) for name in ("postgresql", "sqlite")}
-
 
 def _insert_event(connection: Connection, values: dict) -> bool:
     """Insert the event; False if the account already has an event with this idempotency key."""
     if values["idempotency_key"] is None:
         connection.execute(_INSERT_EVENT, values)
         return True
-    statement = _INSERT_EVENT_ONCE[connection.dialect.name]
+    statement = backend_of(connection).insert_event_once()
     return connection.execute(statement, values).first() is not None
 
 
@@ -229,7 +218,7 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
 
 def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings):
     """Store the event and its deliveries, committed; returns them and what to publish."""
-    if get_engine(pre_ping=False).dialect.name == "postgresql":
+    if backend_of(get_engine(pre_ping=False)).emits_in_one_statement:
         return _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings)
     return _emit_in_a_session(account_id, event_type, data, idempotency_key, settings)
 

@@ -2,10 +2,11 @@
 
 One conditional UPDATE takes a pending, due delivery whose attempt count is
 the one the broker message expects: a stale or duplicate message claims
-nothing. The statement is written once, in SQLAlchemy Core. On PostgreSQL it
-also joins the event and the subscription (UPDATE … FROM … RETURNING) and is
-prepared once per connection (prepared.py); SQLite cannot return columns of
-joined tables, so it loads them with a second statement.
+nothing. The statement is written once, in SQLAlchemy Core; how the engine
+runs it is its backend's (storage/backends): on PostgreSQL it also joins the
+event and the subscription (UPDATE … FROM … RETURNING), prepared once per
+connection; SQLite cannot return columns of joined tables, so it loads them
+with a second statement.
 
 The claim takes only a delivery of a live subscription that a pause does
 not hold, and keeps the limits on attempts in flight (:class:`Caps`, and a
@@ -30,8 +31,8 @@ from sqlalchemy.engine import Connection
 from webhooks.config import Settings
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
+from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
-from webhooks.storage.prepared import PreparedStatement, execute_together
 from webhooks.tenants.rotation import signing_secret
 
 __all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
@@ -136,26 +137,6 @@ _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced)
 
-_CLAIM_PG = PreparedStatement.from_core("claim", _TAKE.where(
-    events.c.id == deliveries.c.event_id, subscriptions.c.id == deliveries.c.subscription_id,
-).returning(*_TAKEN, *_LOADED))
-_CLAIM_PORTABLE = _TAKE.returning(*_TAKEN)
-_LOAD_PORTABLE = (select(*_LOADED)
-                  .select_from(events.join(subscriptions, subscriptions.c.id == bindparam("sub")))
-                  .where(events.c.id == bindparam("event")))
-
-# Claims of one account take turns, always (a subscription may have a cap of its
-# own even when the service's are 0): under READ COMMITTED two concurrent claims
-# would each count the attempts in flight without the other's, so N threads
-# could overshoot a cap by N - 1. The lock is held until
-# the claim commits and taken in its own statement, so that the claim's
-# snapshot, taken after it, sees every claim committed before. (SQLite's
-# BEGIN IMMEDIATE already serialises writers.)
-_TURN_PG = PreparedStatement.from_core("claim_turn", select(
-    func.pg_advisory_xact_lock(func.hashtextextended(deliveries.c.account_id, 7403))
-).where(deliveries.c.id == bindparam("d_id")))
-
-
 def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime,
           caps: Caps = Caps()) -> Claim | None:
     """Claim the next attempt of a pending, due delivery; None if it is not ours to send.
@@ -171,15 +152,9 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
     """
     params = {"d_id": delivery_id, "count": attempt_count, "now": now, "due": now + EARLY_SLACK,
               "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account}
-    if connection.dialect.name == "postgresql":
-        # Always: even with the service's caps at 0, a subscription may have its own.
-        # One round trip: the turn, then the claim (each with its own snapshot); on an
-        # autocommit connection the two are one implicit transaction, committed at the end.
-        rows = execute_together(
-            connection, [(_TURN_PG, {"d_id": delivery_id}), (_CLAIM_PG, params)])
-        row = rows[0] if rows else None
-    else:
-        row = _claim_portable(connection, params)
+    # PostgreSQL: the account's turn, then the claim with its loads, in one round trip;
+    # SQLite: the claim, then the loads (storage/backends).
+    row = backend_of(connection).claim(connection, params)
     if row is None:
         turn_away(connection, delivery_id, attempt_count, now)
         return None
@@ -187,16 +162,6 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
      rate_limit) = row
     return Claim(delivery_id, attempt_count + 1, event_id, event_type, subscription_id, url,
                  secret, bytes(body), version, headers or {}, rate_limit, bool(paced))
-
-
-def _claim_portable(connection: Connection, params: dict):
-    taken = connection.execute(_CLAIM_PORTABLE, params).first()
-    if taken is None:
-        return None
-    loaded = connection.execute(
-        _LOAD_PORTABLE,
-        {"sub": taken.subscription_id, "event": taken.event_id, "now": params["now"]}).one()
-    return (*taken, *loaded)
 
 
 # One statement, so it needs no transaction: a claimable delivery that was not claimed

@@ -8,9 +8,9 @@ attempt in the rollups (rollup.py). Each applies only if the delivery was
 still ours (sending, this attempt number), so a record after the sweep took
 the claim back changes nothing.
 
-On PostgreSQL the five run as one prepared statement of data-modifying CTEs
-(one round trip, prepared once per connection); SQLite cannot chain them, so
-it runs the same statements one by one. If the counter reaches the pause
+How the engine runs them is its backend's (storage/backends): on PostgreSQL
+one prepared statement of data-modifying CTEs (one round trip), on SQLite the
+same statements one by one. If the counter reaches the pause
 threshold (policy.pauses), the subscription is paused and its pending
 deliveries held, in the same transaction.
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import Integer, String, Text, bindparam, exists, func, insert, select, update
+from sqlalchemy import Integer, String, Text, bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from webhooks.broker.outbox import Dispatch
@@ -29,9 +29,8 @@ from webhooks.lifecycle import transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.states import DeliveryStatus, waiting
-from webhooks.storage import rollup
+from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
-from webhooks.storage.prepared import PreparedStatement, execute_together
 
 __all__ = ["Recorded", "record"]
 
@@ -89,71 +88,6 @@ def _release(locking: bool):
     return transitions.release_oldest_waiting(oldest)
 
 
-# ---------------------------------------------------------------- PostgreSQL: one statement
-
-
-def _one_statement(count):
-    """The five steps as data-modifying CTEs; each later one only if the move happened.
-
-    PostgreSQL runs every data-modifying CTE to completion whether or not the
-    final SELECT reads it, so that SELECT reads only what the caller uses
-    (each CTE it read cost executor work on every attempt).
-    """
-    moved = _MOVE.returning(deliveries.c.id, deliveries.c.account_id).cte("moved")
-    ours = exists(select(moved.c.id))
-    recorded = (insert(attempts)
-                .from_select(["delivery_id", *_ATTEMPT], select(moved.c.id, *_ATTEMPT.values()))
-                .cte("recorded"))
-    counted = count.where(ours).returning(subscriptions.c.consecutive_failures).cte("counted")
-    released = _release(locking=True).where(ours).cte("released")
-    hour_counted, total_counted = rollup.count_in_statement(
-        moved, subscription_id=_SUBSCRIPTION_ID, started_at=_ATTEMPT["started_at"],
-        outcome=_ATTEMPT["outcome"], duration_ms=_ATTEMPT["duration_ms"])
-    return select(
-        select(func.count()).select_from(moved).scalar_subquery().label("moved"),
-        select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
-        select(released.c.id).scalar_subquery().label("released_id"),
-        select(released.c.attempt_count).scalar_subquery().label("released_count"),
-    ).add_cte(recorded, hour_counted, total_counted)
-
-
-_RECORD_FAILURE_PG = PreparedStatement.from_core("record_failure", _one_statement(_COUNT_FAILURE))
-_RECORD_SUCCESS_PG = PreparedStatement.from_core("record_success", _one_statement(_COUNT_SUCCESS))
-
-
-def _record_postgresql(connection: Connection, params: dict, is_failure: bool):
-    statement = _RECORD_FAILURE_PG if is_failure else _RECORD_SUCCESS_PG
-    # A success is this one statement, committed on its own on the attempt engine; a
-    # failure opens a transaction, as it may pause the subscription after it (record()).
-    ((moved, failures, released_id, released_count),) = execute_together(
-        connection, [(statement, params)], begin=is_failure)
-    if not moved:
-        return None
-    return failures, [Dispatch(released_id, released_count)] if released_id else []
-
-
-# ---------------------------------------------------------------- SQLite: step by step
-
-_RELEASE_PORTABLE = _release(locking=False)  # SQLite has no row locks: BEGIN IMMEDIATE serialises
-
-
-def _record_portable(connection: Connection, params: dict, is_failure: bool):
-    if connection.execute(_MOVE, params).rowcount != 1:
-        return None
-    connection.execute(insert(attempts).values(delivery_id=bindparam("d_id"), **_ATTEMPT), params)
-    rollup.count_attempt(connection, delivery_id=params["d_id"], subscription_id=params["sub_id"],
-                         started_at=params["t_started"], outcome=params["result"],
-                         duration_ms=params["t_duration"])
-    if is_failure:
-        failures = connection.execute(
-            _COUNT_FAILURE.returning(subscriptions.c.consecutive_failures), params).scalar_one()
-    else:
-        connection.execute(_COUNT_SUCCESS, params)
-        failures = None
-    released = connection.execute(_RELEASE_PORTABLE, params).all()
-    return failures, [Dispatch(delivery_id, count) for delivery_id, count in released]
-
-
 # ---------------------------------------------------------------- the transition
 
 
@@ -173,8 +107,8 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
         t_duration=duration_ms, code=status_code, err=error, result=step.outcome.value,
         excerpt=excerpt, redirect_to=location, sub_id=claim.subscription_id,
     )
-    run = _record_postgresql if connection.dialect.name == "postgresql" else _record_portable
-    moved = run(connection, params, step.is_failure)
+    # PostgreSQL: the five steps in one prepared statement; SQLite: one by one.
+    moved = backend_of(connection).record(connection, params, step.is_failure)
     if moved is None:
         return None
     failures, released = moved

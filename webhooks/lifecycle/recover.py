@@ -21,14 +21,15 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import exists, func, literal, select
+from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
 from webhooks.broker.outbox import request_sweep_after_commit
 from webhooks.errors import InvalidWindow, NotFound
-from webhooks.lifecycle.changes import replay_row
 from webhooks.lifecycle import transitions
+from webhooks.lifecycle.changes import replay_row
 from webhooks.lifecycle.states import REPLAYABLE, STORED_STATUSES, held_while
+from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Subscription
 
 __all__ = ["Recovered", "check_window", "recover"]
@@ -94,9 +95,7 @@ def _candidates(subscription_id: str, since: dt.datetime, end: dt.datetime):
 def _replay_batch(session: Session, subscription_id: str, since: dt.datetime,
                   end: dt.datetime, now: dt.datetime, size: int) -> int:
     """One transaction's worth: replay up to ``size`` deliveries; returns how many."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(select(func.pg_advisory_xact_lock(
-            func.hashtextextended(literal(subscription_id), _LOCK_SEED))))
+    backend_of(session).lock_replays_of(session, subscription_id, _LOCK_SEED)
     subscription = session.execute(
         select(Subscription.status).where(Subscription.id == subscription_id,
                                           Subscription.deleted_at.is_(None))

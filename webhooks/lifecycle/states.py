@@ -2,8 +2,7 @@
 
 Every status and every sub-state is written here once: its predicate (over
 a deliveries table, for the SQL) beside its writer (the column values that
-put a row in it, which the transitions of transitions.py write). Raw SQL text
-is rendered from the same expressions (:func:`render`).
+put a row in it, which the transitions of transitions.py write).
 
 A delivery is ``pending`` until an attempt is claimed (``sending``, shown as
 ``pending``), then ``done``, ``failed`` (a 4xx other than 429) or ``dead``
@@ -38,14 +37,13 @@ from __future__ import annotations
 import enum
 
 from sqlalchemy import and_, false, null, true
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.sql import ColumnElement
 
 __all__ = [
     "DeliveryStatus", "SubscriptionStatus", "PUBLIC_STATUSES", "STORED_STATUSES", "REPLAYABLE",
     "FINISHED", "UNPAUSABLE_TYPE", "held_by_pause", "held_while", "public_status",
     "due", "riding_countdown", "parked", "waiting", "made_due", "parked_until",
-    "waiting_for_slot", "paced_until", "claimed", "held", "render",
+    "waiting_for_slot", "paced_until", "claimed", "held",
 ]
 
 
@@ -157,10 +155,3 @@ def claimed(now) -> dict:
 def held() -> dict:
     """Held ``paused`` by its subscription's pause, in no pending sub-state."""
     return {"status": DeliveryStatus.PAUSED.value, "parked": False, "paced": False}
-
-
-def render(expression: ColumnElement) -> str:
-    """PostgreSQL text of a predicate with its literals inlined (for raw statements and
-    partial indexes), e.g. ``render(waiting(alias))``."""
-    return str(expression.compile(dialect=postgresql.dialect(),
-                                  compile_kwargs={"literal_binds": True}))

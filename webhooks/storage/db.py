@@ -112,10 +112,9 @@ def _pool_sizes(settings: Settings, *, keep_all: bool) -> dict:
     opens, up to the same limit. Their connections carry the hot path's
     prepared statements (prepared.py), and a pool closes a connection over
     its size as soon as it comes back: under a worker's 128 threads that
-    was 6 to 16 new connections a second (195 to 490 in a 30 s run of the
-    benchmark's shared scenario, 16 to 18 with every one kept), and each
-    new one cost about 20 ms of PostgreSQL CPU and 3 ms of the worker's
-    (docs/performance.md, "Connections that stay open").
+    meant several new connections a second, each costing PostgreSQL and the
+    worker CPU (docs/performance.md, "Connections that stay open", has the
+    figures).
     """
     if keep_all:
         return {"pool_size": settings.db_pool_size + settings.db_max_overflow, "max_overflow": 0}
@@ -155,7 +154,7 @@ def _entry(url: str | None = None, pre_ping: bool = True, attempts: bool = False
 @functools.lru_cache(maxsize=16)
 def _backend_of(url: str) -> str:
     """The URL's backend name ("postgresql", "sqlite"), parsed once per URL: every emit and
-    every attempt asks for its engine, and parsing cost more than the lookup (0.01 ms)."""
+    every attempt asks for its engine, and parsing costs more than the lookup."""
     return make_url(url).get_backend_name()
 
 
@@ -196,8 +195,9 @@ def get_autocommit_engine(url: str | None = None) -> Engine:
 def in_autocommit(connection: Connection) -> bool:
     """True for a connection of the attempt or the autocommit engine on PostgreSQL:
     whoever runs a transaction on it sends BEGIN and COMMIT themselves."""
-    return (connection.dialect.name == "postgresql"
-            and connection.connection.dbapi_connection.autocommit)
+    from webhooks.storage.backends import backend_of
+
+    return backend_of(connection).in_autocommit(connection)
 
 
 def in_transaction_block(connection: Connection) -> bool:

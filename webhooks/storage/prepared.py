@@ -1,8 +1,8 @@
 """Server-side prepared statements on PostgreSQL, for the statements run once per delivery.
 
 PostgreSQL plans a statement each time it receives its text; for the claim
-that planning costs far more than executing it (0.28 ms against 0.02 ms by
-EXPLAIN ANALYZE on the 2-core machine). psycopg2
+that planning costs far more than executing it (docs/performance.md has
+the figures). psycopg2
 has no prepared statements of its own, so a ``PreparedStatement`` sends
 ``PREPARE`` once per database connection (remembered in the pooled
 connection's ``info``, which lives as long as that connection) and

@@ -32,11 +32,12 @@ import logging
 import time
 from dataclasses import dataclass, fields
 
-from sqlalchemy import and_, delete, exists, func, or_, select, true, tuple_
+from sqlalchemy import and_, delete, exists, or_, select, true, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import aliased
 
 from webhooks.lifecycle import transitions
+from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
 from webhooks.storage.rollup import floor_hour
 
@@ -154,9 +155,7 @@ def _after(created_column, id_column, after):
 
 def _locked(statement, connection: Connection):
     """``statement`` FOR UPDATE SKIP LOCKED on PostgreSQL (SQLite has one writer at a time)."""
-    if connection.dialect.name == "postgresql":
-        return statement.with_for_update(skip_locked=True)
-    return statement
+    return backend_of(connection).skip_locked(statement)
 
 
 def _delivery_batch(connection: Connection, account_id: str, status: str,
@@ -239,17 +238,8 @@ def _alone(engine: Engine):
     no transaction open (which would keep vacuum from cleaning up behind the
     purge), and a process that dies releases it with its connection.
     """
-    if engine.dialect.name != "postgresql":
-        yield True
-        return
-    with engine.connect() as connection:
-        connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-        taken = connection.execute(select(func.pg_try_advisory_lock(RUN_LOCK_KEY))).scalar()
-        try:
-            yield taken
-        finally:
-            if taken:
-                connection.execute(select(func.pg_advisory_unlock(RUN_LOCK_KEY)))
+    with backend_of(engine).alone(engine, RUN_LOCK_KEY) as taken:
+        yield taken
 
 
 def run_scheduled(engine: Engine, *, retention_days: int, batch: int, seconds: float) -> Purged:

@@ -27,6 +27,7 @@ import datetime as dt
 from sqlalchemy import case, func, insert, literal, select
 from sqlalchemy.engine import Connection
 
+from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, AttemptHour, AttemptTotal, Delivery
 
 __all__ = [
@@ -96,19 +97,7 @@ def floor_hour(moment: dt.datetime) -> dt.datetime:
 
 def _upsert(connection: Connection, table, values: dict, key: tuple[str, ...], increments: dict):
     """INSERT ``values``, or add ``increments`` to the row with the same ``key``."""
-    dialect = connection.dialect.name
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
-    elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
-    else:  # pragma: no cover - the service runs on these two only
-        raise NotImplementedError(dialect)
-    statement = dialect_insert(table).values(**values)
-    statement = statement.on_conflict_do_update(
-        index_elements=list(key),
-        set_={name: table.c[name] + statement.excluded[name] for name in increments},
-    )
-    connection.execute(statement)
+    connection.execute(backend_of(connection).upsert_adding(table, values, key, tuple(increments)))
 
 
 def count_attempt(connection: Connection, *, delivery_id: str, subscription_id: str,
@@ -141,11 +130,6 @@ def _bucket_expression(duration):
     )
 
 
-def _hour_expression(column, dialect: str):
-    if dialect == "postgresql":
-        return func.date_trunc("hour", column)
-    # SQLite stores DateTime as 'YYYY-MM-DD HH:MM:SS.ffffff' text; the bound hour matches it.
-    return func.strftime("%Y-%m-%d %H:00:00.000000", column)
 
 
 def rebuild(connection: Connection) -> tuple[int, int]:
@@ -156,7 +140,7 @@ def rebuild(connection: Connection) -> tuple[int, int]:
     """
     connection.execute(hours.delete())
     connection.execute(totals.delete())
-    hour = _hour_expression(Attempt.started_at, connection.dialect.name)
+    hour = backend_of(connection).hour_of(Attempt.started_at)
     by_hour = (
         select(Delivery.subscription_id, hour, Attempt.outcome, literal(0), Delivery.account_id,
                func.count())

@@ -20,7 +20,7 @@ sets them from the table again.
 
 from __future__ import annotations
 
-from sqlalchemy import delete, func, insert, literal, select, text
+from sqlalchemy import delete, func, insert, literal, select
 from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle.states import DeliveryStatus
@@ -71,23 +71,6 @@ def recount(connection: Connection) -> dict[str, int]:
     return read(connection)
 
 
-# Rows of backends that are gone, moved into row 0 in one statement. A row whose
-# pid a new backend took meanwhile is folded too, which is as correct: only the sum counts.
-_FOLD_PG = text("""
-WITH gone AS (
-    DELETE FROM waiting_counts AS w
-     WHERE w.backend <> 0
-       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.pid = w.backend)
-    RETURNING w.pending, w.sending, w.paused
-), added AS (
-    INSERT INTO waiting_counts AS t (backend, pending, sending, paused)
-    SELECT 0, sum(pending), sum(sending), sum(paused) FROM gone HAVING count(*) > 0
-    ON CONFLICT (backend) DO UPDATE SET pending = t.pending + excluded.pending,
-        sending = t.sending + excluded.sending, paused = t.paused + excluded.paused
-    RETURNING 1
-)
-SELECT count(*) FROM gone
-""")
 
 
 def fold(connection: Connection) -> int:
@@ -96,6 +79,6 @@ def fold(connection: Connection) -> int:
     Called by each sweep, in the sweep's transaction: it bounds the table to
     about one row per live connection. Nothing to do on SQLite.
     """
-    if connection.dialect.name != "postgresql":
-        return 0
-    return connection.execute(_FOLD_PG).scalar_one()
+    from webhooks.storage.backends import backend_of
+
+    return backend_of(connection).fold_waiting_counts(connection)
