@@ -50,13 +50,14 @@ def claim(delivery_id, count):
         return claim_attempt(connection, delivery_id, count, utcnow())
 
 
-def record(claimed, status_code):
+def record(claimed, status_code, error_kind=None):
     now = utcnow()
     step = next_step(claimed.attempt_number, status_code, claimed.event_type, RULES)
     with get_engine().begin() as connection:
         return record_attempt(connection, claimed, step=step, rules=RULES, started_at=now,
                               now=now, duration_ms=7, status_code=status_code,
-                              error=None if status_code else "refused", excerpt=None)
+                              error=None if status_code else "refused", excerpt=None,
+                              error_kind=error_kind)
 
 
 def test_the_engine_has_its_backend(any_db):
@@ -94,6 +95,14 @@ def test_record_of_a_failure_retries_and_moves_the_counter(account):
     assert recorded.status == "pending" and recorded.dispatch.countdown == 60
     with session_scope() as session:
         assert session.get(Subscription, subscription.id).consecutive_failures == 1
+
+
+def test_the_failure_kind_is_stored_with_the_attempt(account):
+    account_id, _ = account
+    delivery_id = emit(account_id).delivery_ids[0]
+    record(claim(delivery_id, 0), None, error_kind="connection_refused")
+    with session_scope() as session:
+        assert session.scalars(select(Attempt.error_kind)).all() == ["connection_refused"]
 
 
 def test_a_stale_record_changes_nothing(account):

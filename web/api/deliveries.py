@@ -62,6 +62,7 @@ def list_page() -> Response:
         subscription_id=str(query["subscription_id"]) if "subscription_id" in query else None,
         event_id=str(query["event_id"]) if "event_id" in query else None,
         cursor=query.get("cursor"),
+        error_kind=query.get("error_kind"),
     )
     page, next_cursor = delivery_page(db_session(), current_account_id(), filters, query["limit"])
     attempts = _attempts_of([delivery.id for delivery in page])

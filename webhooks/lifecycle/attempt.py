@@ -200,7 +200,7 @@ def _record(connection, claim, result, started_at, settings) -> _Finished | None
         connection, claim, step=step, rules=rules, started_at=started_at, now=now,
         duration_ms=result.duration_ms, status_code=result.status_code,
         error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
-        location=storable_text(result.location, LOCATION_LIMIT),
+        location=storable_text(result.location, LOCATION_LIMIT), error_kind=result.error_kind,
     )
     return None if done is None else _Finished(result, step, done)
 

@@ -59,6 +59,7 @@ _ATTEMPT = {
     "duration_ms": bindparam("t_duration", type_=Integer),
     "status_code": bindparam("code", type_=Integer),
     "error": bindparam("err", type_=Text),
+    "error_kind": bindparam("kind_of_error", type_=String(32)),
     "outcome": bindparam("result", type_=Text),
     "response_excerpt": bindparam("excerpt", type_=Text),
     "location": bindparam("redirect_to", type_=Text),
@@ -94,7 +95,7 @@ def _release(locking: bool):
 def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: policy.Rules,
            started_at: dt.datetime, now: dt.datetime, duration_ms: int, status_code: int | None,
            error: str | None, excerpt: str | None,
-           location: str | None = None) -> Recorded | None:
+           location: str | None = None, error_kind: str | None = None) -> Recorded | None:
     """Record a finished attempt and carry out ``step``; None if the claim was taken back.
 
     A retry that rides a countdown comes back as a Dispatch with that
@@ -106,6 +107,7 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
         park=step.wait is policy.Wait.PARKED, now=now, t_started=started_at,
         t_duration=duration_ms, code=status_code, err=error, result=step.outcome.value,
         excerpt=excerpt, redirect_to=location, sub_id=claim.subscription_id,
+        kind_of_error=None if error_kind is None else str(getattr(error_kind, "value", error_kind)),
     )
     # PostgreSQL: the five steps in one prepared statement; SQLite: one by one.
     moved = backend_of(connection).record(connection, params, step.is_failure)

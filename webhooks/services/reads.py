@@ -13,13 +13,17 @@ from collections import defaultdict
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
+from webhooks.lifecycle.failure_kinds import ErrorKind
 from webhooks.lifecycle.policy import Outcome
 from webhooks.lifecycle.states import PUBLIC_STATUSES, REPLAYABLE, STORED_STATUSES, public_status
 from webhooks.services.subscriptions import canonical_id, owned as owned_subscription
 from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
-__all__ = ["Outcome", "PUBLIC_STATUSES", "REPLAYABLE", "STORED_STATUSES", "public_status", "owned_subscription",
+__all__ = ["ERROR_KINDS", "Outcome", "PUBLIC_STATUSES", "REPLAYABLE", "STORED_STATUSES", "public_status", "owned_subscription",
            "owned_delivery", "attempts_by_delivery", "live_subscriptions", "utcnow"]
+
+# The kinds of failure an attempt without a response is recorded with (attempts.error_kind).
+ERROR_KINDS = tuple(kind.value for kind in ErrorKind)
 
 # utcnow (re-exported) is the store's clock: "now" on a page is the now its rows are compared with.
 

@@ -228,6 +228,8 @@ class Attempt(Base):
     duration_ms: Mapped[int] = mapped_column(Integer)
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Why no response came (failure_kinds.ErrorKind value: "timeout", "dns", ...); else null.
+    error_kind: Mapped[str | None] = mapped_column(String(32), nullable=True)
     outcome: Mapped[str] = mapped_column(String(20))
     # The first KiB of the response body, decoded leniently, for the dashboard.
     response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)
