@@ -94,6 +94,10 @@ def safe_next(target: str | None) -> str:
         return default
     if "\\" in target or target.startswith("//"):
         return default
+    if any(ord(character) < 32 or ord(character) == 127 for character in target):
+        # CR/LF would split the Location header (Werkzeug refuses it: a 500); a path never
+        # holds a control character unencoded.
+        return default
     return target
 
 
