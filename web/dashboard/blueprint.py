@@ -34,6 +34,7 @@ from webhooks.models import Account
 
 from ..errors import rate_limit_exceeded
 from ..transaction import db_session
+from .plain_http import plain_http_advice
 from .url_breaks import breakable_url
 
 __all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
@@ -159,9 +160,10 @@ def _pretty_json(body: bytes | None) -> str:
         return body.decode("utf-8", "replace")
 
 
-def _error_page(status: int, title: str, message: str) -> Response:
+def _error_page(status: int, title: str, message: str, advice: str | None = None) -> Response:
     return Response(
-        render_template("dashboard/error.html", status=status, title=title, message=message),
+        render_template("dashboard/error.html", status=status, title=title, message=message,
+                        advice=advice),
         status=status,
         mimetype="text/html",
     )
@@ -175,6 +177,8 @@ def _csrf_error(error: CSRFError):
         "The form could not be accepted",
         "It was missing its security token, or the token has expired. Go back, reload the "
         "page and try again.",
+        # Over plain http with Secure cookies, reloading never helps: say why (plain_http.py).
+        plain_http_advice(),
     )
 
 
