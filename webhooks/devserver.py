@@ -36,6 +36,9 @@ from .supervisor import Supervisor
 
 __all__ = ["DEV_DEFAULTS", "dev_environment", "process_specs", "quiet_warnings", "run"]
 
+# The Procfile's gunicorn worker: its own error answers (414, 431, 400) are JSON (web/server.py).
+WEB_WORKER_CLASS = "web.server.JsonErrorWorker"
+
 # The dev worker's processes (prefork): attempts it can make at once.
 DEV_WORKER_CONCURRENCY = 2
 
@@ -105,7 +108,8 @@ def process_specs(*, host: str, port: int, log_level: str = "INFO") -> list[tupl
     quiet = [] if debug else ["--quiet"]
     return [
         ("web", [python, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
-                 "--threads", "4", "--log-level", gunicorn_level, *access_log,
+                 "--threads", "4", "--worker-class", WEB_WORKER_CLASS,
+                 "--log-level", gunicorn_level, *access_log,
                  *_gunicorn_extra(), "web:create_app()"]),
         ("worker", [python, "-m", "celery", *quiet, "-A", "worker", "worker",
                     "--loglevel", log_level, "--pool", "prefork",
