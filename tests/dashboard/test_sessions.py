@@ -51,8 +51,8 @@ def test_a_cookie_saved_before_sign_out_opens_no_page_after_it(app, alice_client
 
     page = _browser_with(app, saved).get("/dashboard/subscriptions")
     assert page.status_code == 302 and "/dashboard/sign-in" in page.headers["Location"]
-    acted = _browser_with(app, saved).post(NEW, data={"csrf_token": token, "url": "https://hooks.example.com/in",
-                                  "filter_mode": "all"})
+    acted = _browser_with(app, saved).post(NEW, data={
+        "csrf_token": token, "url": "https://hooks.example.com/in", "filter_mode": "all"})
     assert acted.status_code == 302 and "/dashboard/sign-in" in acted.headers["Location"]
     with session_scope() as session:
         assert session.scalar(select(func.count()).select_from(Subscription)) == 0
