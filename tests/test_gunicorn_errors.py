@@ -129,6 +129,14 @@ def test_a_request_that_is_not_http_is_a_json_400(server):
                  400, "bad_request")
 
 
+def test_a_malformed_chunked_body_is_a_json_400(server, alice):
+    head = (f"POST /api/webhooks/subscriptions/{ID}/test HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: {alice.headers['Authorization']}\r\n"
+            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+    _error_shape(_raw(server, head.encode() + b"zz\r\nhello\r\n0\r\n\r\n"),
+                 400, "bad_request")
+
+
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_a_body_over_64_kib_is_a_json_413(server, alice, chunked):
     answer = _request(server, "POST", f"/api/webhooks/subscriptions/{ID}/test",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 
 from flask import Flask, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import BadRequest, RequestEntityTooLarge
 
 __all__ = ["init_app", "refuse_a_body_over_the_limit"]
 
@@ -46,7 +46,12 @@ def _buffer_an_unsized_body(environ: dict, limit: int) -> None:
     stream = environ["wsgi.input"]
     chunks, size = [], 0
     while size <= limit:
-        chunk = stream.read(limit + 1 - size)
+        try:
+            chunk = stream.read(limit + 1 - size)
+        except Exception:  # noqa: BLE001  (the server's parse error, e.g. a bad chunk size)
+            # Raised by the WSGI server's reader (gunicorn's InvalidChunkSize, ...): the
+            # client's malformed body, a 400, not a 500 of the app.
+            raise BadRequest("The chunked request body is malformed.") from None
         if not chunk:
             break
         chunks.append(chunk)
