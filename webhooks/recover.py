@@ -14,6 +14,10 @@ replays are parked and due, so the sweep (requested after each commit) sends
 them, however many there are. Concurrent calls for one subscription take
 turns batch by batch (an advisory lock on PostgreSQL; SQLite's BEGIN
 IMMEDIATE already serialises writers), which keeps "never twice" exact.
+
+:func:`replay_once` replays one delivery under the same rule and the same
+lock (``POST /deliveries/<id>/replay``, the dashboard's Replay): a delivery
+replayed before, by either, raises Conflict ``already_replayed``.
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ from dataclasses import dataclass
 from sqlalchemy import exists, func, insert, literal, select
 from sqlalchemy.orm import Session
 
-from .errors import InvalidWindow, NotFound
+from .errors import Conflict, InvalidWindow, NotFound
 from .models import Delivery, Subscription
 from .outbox import request_sweep_after_commit
 from .states import REPLAYABLE, STORED_STATUSES, SubscriptionStatus, held_by_pause
-from .store import replay_row
+from .store import replay_delivery, replay_row
 
-__all__ = ["Recovered", "check_window", "recover"]
+__all__ = ["Recovered", "check_window", "recover", "replay_once"]
 
 _deliveries = Delivery.__table__
 _REPLAYABLE_STORED = tuple(stored for public in REPLAYABLE for stored in STORED_STATUSES[public])
@@ -78,24 +82,53 @@ def recover(session: Session, subscription_id: str, since: dt.datetime,
             return Recovered(replayed, more=False)
 
 
+def _replays_of(original_id):
+    """The replays of the delivery ``original_id`` (a value, or a column of an outer query),
+    oldest first. The rule of "never replayed twice": a delivery with one is not replayed."""
+    replay = _deliveries.alias("replay")
+    return (select(replay.c.id).where(replay.c.replay_of == original_id)
+            .order_by(replay.c.created_at, replay.c.id))
+
+
 def _candidates(subscription_id: str, since: dt.datetime, end: dt.datetime):
     """The failed and dead deliveries of the window never replayed, oldest first."""
-    d, replay = _deliveries, _deliveries.alias("replay")
+    d = _deliveries
     return (
         select(d.c.id, d.c.account_id, d.c.event_id, d.c.subscription_id, d.c.event_type)
         .where(d.c.subscription_id == subscription_id, d.c.status.in_(_REPLAYABLE_STORED),
                d.c.created_at >= since, d.c.created_at < end,
-               ~exists().where(replay.c.replay_of == d.c.id))
+               ~exists(_replays_of(d.c.id)))
         .order_by(d.c.created_at, d.c.id)
     )
+
+
+def _take_turn(session: Session, subscription_id: str) -> None:
+    """Wait until no other transaction replays this subscription's deliveries, and hold the
+    turn until this one ends (PostgreSQL; SQLite's writers already take turns)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(
+            func.hashtextextended(literal(subscription_id), _LOCK_SEED))))
+
+
+def replay_once(session: Session, delivery: Delivery, now: dt.datetime) -> Delivery:
+    """store.replay_delivery, unless ``delivery`` was replayed before (by this, by recover or
+    by an older version): then Conflict ``already_replayed`` naming the earlier replay's id.
+
+    Holds the subscription's turn (the lock recover takes) until the caller's transaction
+    ends, so two replays of one delivery at once make one: the second sees the first's
+    replay once the first commits.
+    """
+    _take_turn(session, delivery.subscription_id)
+    earlier = session.execute(_replays_of(delivery.id).limit(1)).scalar()
+    if earlier is not None:
+        raise Conflict("already_replayed", f"this delivery was replayed before, as {earlier}")
+    return replay_delivery(session, delivery, now)
 
 
 def _replay_batch(session: Session, subscription_id: str, since: dt.datetime,
                   end: dt.datetime, now: dt.datetime, size: int) -> int:
     """One transaction's worth: replay up to ``size`` deliveries; returns how many."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(select(func.pg_advisory_xact_lock(
-            func.hashtextextended(literal(subscription_id), _LOCK_SEED))))
+    _take_turn(session, subscription_id)
     subscription = session.execute(
         select(Subscription.status).where(Subscription.id == subscription_id,
                                           Subscription.deleted_at.is_(None))

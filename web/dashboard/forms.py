@@ -53,6 +53,20 @@ class _CheckboxList(SelectMultipleField):
     option_widget = widgets.CheckboxInput()
 
 
+def _storable(_form, field) -> None:
+    """No NUL character, no unpaired surrogate: the database cannot store them (a 500 on
+    PostgreSQL); the API's Text field refuses the same."""
+    value = field.data
+    if not isinstance(value, str):
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("Remove the characters that cannot be stored.") from None
+    if "\x00" in value:
+        raise ValidationError("Remove the NUL character (\\0): it cannot be stored.")
+
+
 def _valid_url(_form, field) -> None:
     problem = url_problem(field.data or "")
     if problem:
@@ -98,7 +112,7 @@ class SubscriptionForm(FlaskForm):
     event_types = _CheckboxList("Types", choices=[SelectChoice(t.name) for t in CATALOGUE])
     description = TextAreaField(
         "Description (optional)",
-        validators=[Optional(), Length(max=MAX_DESCRIPTION_LENGTH)],
+        validators=[Optional(), Length(max=MAX_DESCRIPTION_LENGTH), _storable],
         filters=[lambda value: value.strip() if isinstance(value, str) else value],
         render_kw={"rows": 2},
     )

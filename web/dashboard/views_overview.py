@@ -16,6 +16,7 @@ from ..transaction import db_session
 from . import chart, queries
 from .blueprint import bp, current_account, end_session, safe_next, start_session
 from .forms import SignInForm
+from .plain_http import plain_http_advice
 
 log = logging.getLogger("web.dashboard")
 
@@ -44,7 +45,8 @@ def hourly_chart(account_id: str, subscription_id: str | None = None, title: str
 
 
 def _sign_in_page(form: SignInForm, status: int = 200):
-    return render_template("dashboard/sign_in.html", form=form), status
+    return render_template("dashboard/sign_in.html", form=form,
+                           plain_http_advice=plain_http_advice()), status
 
 
 @bp.get("/")

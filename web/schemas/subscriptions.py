@@ -20,7 +20,7 @@ from webhooks.models import Subscription, SubscriptionStatus, utcnow
 from webhooks.rotation import ACTIVATE_IN_MAX, secrets_at
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
-from .common import PageQuerySchema, Text, UTCTimestamp, next_cursor_field
+from .common import PageQuerySchema, Text, UTCMoment, UTCTimestamp, next_cursor_field
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",
@@ -248,12 +248,12 @@ class RotateSecretSchema(Schema):
 class RecoverSchema(Schema):
     """Body of ``POST /subscriptions/<id>/recover``: the window ``[since, until)``."""
 
-    since = fields.AwareDateTime(
-        required=True, default_timezone=dt.timezone.utc,
+    since = UTCMoment(
+        required=True,
         metadata={"description": "ISO 8601; deliveries created at or after this moment "
                                  "(without an offset: UTC); not in the future"})
-    until = fields.AwareDateTime(
-        load_default=None, allow_none=True, default_timezone=dt.timezone.utc,
+    until = UTCMoment(
+        load_default=None, allow_none=True,
         metadata={"description": "ISO 8601; deliveries created before this moment; left out "
                                  "or null: up to now"})
 
