@@ -122,6 +122,30 @@ def test_the_recover_form_replays_once(alice_client, alice, monkeypatch):
     assert "0 failed or dead deliveries replayed" in text(again)
 
 
+def test_recover_on_a_paused_subscription_says_the_replays_wait_for_resume(
+        alice_client, alice):
+    subscription_id = make_subscription(alice.account_id, status="paused")
+    _failed(alice, subscription_id, 3)
+    page = _page(subscription_id)
+    assert "This subscription is paused: what you recover" in text(alice_client.get(page))
+    since = _window(utcnow() - dt.timedelta(hours=1))
+    response = post_form(alice_client, page, f"{page}/recover", {"since": since},
+                         follow_redirects=True)
+    assert "3 failed or dead deliveries replayed" in text(response)
+    assert "The subscription is paused: 3 of them wait until you resume it." in text(response)
+
+
+def test_an_active_subscription_s_recover_says_nothing_of_pauses(alice_client, alice):
+    subscription_id = make_subscription(alice.account_id)
+    _failed(alice, subscription_id, 1)
+    page = _page(subscription_id)
+    assert "This subscription is paused" not in text(alice_client.get(page))
+    response = post_form(alice_client, page, f"{page}/recover",
+                         {"since": _window(utcnow() - dt.timedelta(hours=1))},
+                         follow_redirects=True)
+    assert "wait until you resume" not in text(response)
+
+
 @pytest.mark.parametrize("data, message", [
     ({"since": _window(utcnow() + dt.timedelta(days=2))}, "since is in the future"),
     ({"since": "2026-01-02T00:00", "until": "2026-01-01T00:00"}, "since is after until"),
