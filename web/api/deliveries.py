@@ -109,6 +109,7 @@ def get(delivery_id: str) -> Response:
     "`replay_of` set); the original stays as it was. Only a `failed` or `dead` delivery can "
     "be replayed. While the subscription is paused the replay waits as `paused`.",
     responses={202: ("The new delivery", DeliverySchema)},
+    headers={202: {"Location": "the new delivery's path, `/api/webhooks/deliveries/{id}`"}},
     errors={409: "`not_replayable`: the delivery is not failed or dead, "
                  "or its subscription was deleted"},
 )

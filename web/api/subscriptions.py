@@ -104,6 +104,8 @@ def _own(subscription_id: str) -> Subscription:
     "holds the signing secret. Deleted subscriptions do not count toward the account's limit.",
     body=SubscriptionCreateSchema,
     responses={201: ("The new subscription, with its secret", SubscriptionWithSecretSchema)},
+    headers={201: {"Location": "the new subscription's path, "
+                               "`/api/webhooks/subscriptions/{id}`"}},
     errors={**_SETTINGS_ERRORS,
             409: "`subscription_limit`: the account already has WEBHOOKS_MAX_SUBSCRIPTIONS "
                  "(by default 100) subscriptions; delete one first"},
