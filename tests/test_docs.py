@@ -45,3 +45,18 @@ def test_the_api_reference_builds_without_a_warning(tmp_path):
     emitting = (tmp_path / "html" / "emitting.html").read_text(encoding="utf-8")
     assert "emit_event" in emitting and "scoped_session" in emitting
     assert "verify" in (tmp_path / "html" / "receiving.html").read_text(encoding="utf-8")
+
+
+def test_the_upgrade_guide_says_of_every_revision_whether_it_is_safe_during_a_rolling_deploy():
+    text = (ROOT / "docs" / "upgrade.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| (\d{4}) \| (.+)$", text, re.MULTILINE))
+    assert list(rows) == _revisions(), "one row per migration, in order, in docs/upgrade.md"
+
+
+def test_the_guides_link_to_files_that_exist():
+    for guide in ("deploy.md", "upgrade.md", "integrate.md"):
+        text = (ROOT / "docs" / guide).read_text(encoding="utf-8")
+        for path in re.findall(r"`(deploy/[\w@./-]+)`", text):
+            assert (ROOT / path).exists() or list(ROOT.glob(path)), (guide, path)
+        for link in re.findall(r"\]\(([\w./-]+\.md)\)", text):
+            assert (ROOT / "docs" / link).exists(), (guide, link)
