@@ -60,3 +60,14 @@ def test_the_guides_link_to_files_that_exist():
             assert (ROOT / path).exists() or list(ROOT.glob(path)), (guide, path)
         for link in re.findall(r"\]\(([\w./-]+\.md)\)", text):
             assert (ROOT / "docs" / link).exists(), (guide, link)
+
+
+def test_the_alert_rules_parse_and_name_only_metrics_that_metrics_exposes():
+    yaml = pytest.importorskip("yaml")
+    rules = (ROOT / "deploy" / "prometheus" / "webhooks.rules.yml").read_text(encoding="utf-8")
+    groups = yaml.safe_load(rules)["groups"]
+    assert all(rule["alert"] and rule["expr"] for group in groups for rule in group["rules"])
+    exposed = (ROOT / "web" / "metrics.py").read_text(encoding="utf-8")
+    named = {re.sub(r"_(bucket|count|sum)$", "", name)
+             for name in re.findall(r"\b(webhooks_[a-z_]+)", rules)}
+    assert named and all(f"``{name}" in exposed for name in named), named

@@ -21,8 +21,6 @@ extensions = ["sphinx.ext.autodoc", "sphinx.ext.viewcode"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 autodoc_default_options = {"members": True, "show-inheritance": True}
-# Lets the reference import the modules without a database, a broker or a real secret.
-autodoc_mock_imports: list[str] = []
 
 # Double back-quotes are the docstrings' literal text, as in the rest of the code.
 default_role = "literal"
