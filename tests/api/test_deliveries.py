@@ -324,7 +324,7 @@ def test_replay_of_an_unknown_delivery_is_404(client, alice):
 
 
 def test_the_error_kind_is_shown_and_filters_the_list(client, alice):
-    """An attempt's error_kind (migration 0010) is in its shape, and ?error_kind= keeps the
+    """An attempt's error_kind (migration 0011) is in its shape, and ?error_kind= keeps the
     deliveries with an attempt that failed for that reason."""
     make_subscription(alice.account_id)
     _, (timed_out,) = emit(alice.account_id)

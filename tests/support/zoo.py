@@ -230,7 +230,9 @@ def cookie_flood(count: int = 90, size: int = 8 * 1024, domain: str | None = Non
     scope = b"; Path=/" + (b"; Domain=" + domain.encode() if domain else b"")
     cookies = b"".join(b"Set-Cookie: planted%d=%s%s\r\n" % (i, b"c" * size, scope)
                        for i in range(count))
-    return answer(200, b"ok", cookies)
+    # The server closes after each answer: saying so keeps a client from reusing the
+    # connection in the moment before the close reaches it (tests post here repeatedly).
+    return answer(200, b"ok", cookies + b"Connection: close\r\n")
 
 
 def garbage_status(conn):

@@ -89,10 +89,13 @@ def get(delivery_id: str) -> Response:
     "Replay a delivery",
     description="A new delivery of the same event to the same subscription (attempts from 1, "
     "`replay_of` set); the original stays as it was. Only a `failed` or `dead` delivery can "
-    "be replayed. While the subscription is paused the replay waits as `paused`.",
+    "be replayed, and only once: a delivery replayed before (here, from the dashboard or by "
+    "`recover`) answers 409 `already_replayed`, whose message names the earlier replay's id. "
+    "While the subscription is paused the replay waits as `paused`.",
     responses={202: ("The new delivery", DeliverySchema)},
+    headers={202: {"Location": "the new delivery's path, `/api/webhooks/deliveries/{id}`"}},
     errors={409: "`not_replayable`: the delivery is not failed or dead, "
-                 "or its subscription was deleted"},
+                 "or its subscription was deleted; `already_replayed`: it was replayed before"},
 )
 def replay(delivery_id: str) -> Response:
     original = _own(delivery_id)

@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Sequence
 
 from kombu.utils.uuid import uuid
 from sqlalchemy import event as sa_event
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from webhooks.broker import celery_app as broker_app
 from webhooks.lifecycle import transitions
@@ -278,8 +278,14 @@ def on_commit(session: Session, action: Callable[[], object]) -> None:
     """Run ``action`` after ``session``'s transaction commits; never if it rolls back.
 
     An action that raises is logged, not raised: the change is committed, and
-    the sweep recovers a delivery whose message was not sent.
+    the sweep recovers a delivery whose message was not sent. ``session`` may be
+    a ``scoped_session`` (Flask-SQLAlchemy's ``db.session``): the hook goes on
+    the Session it stands for now.
     """
+    if isinstance(session, scoped_session):
+        # Events listened for on a scoped_session go to its Session class, i.e. to every
+        # session it will ever make: one more listener per request, for the life of the app.
+        session = session()
     if not session.info.get(_HOOKED):
         # Once per session, kept for its life: listeners cannot be removed while
         # the event that would remove them is being dispatched.

@@ -32,6 +32,7 @@ from webhooks.sender import connections
 from webhooks.sender.connections import Resolver, system_resolver
 from webhooks.sender.deadline import AttemptDeadline, watchdog
 from webhooks.sender.response_body import DRAIN_LIMIT, EXCERPT_BYTES, READ_CHUNK, excerpt_of, read_bounded
+from webhooks.sender.retry_after import HONOURED_STATUSES
 from webhooks.storage.receiver_text import storable_text
 
 __all__ = ["AttemptResult", "HttpSender", "Sender", "EXCERPT_BYTES", "DRAIN_LIMIT",
@@ -44,7 +45,8 @@ LOCATION_LIMIT = 1000  # characters of a 3xx answer's Location kept with the att
 class AttemptResult:
     """What one POST produced. ``status_code`` is None when no response arrived; then
     ``error`` says why and ``error_kind`` is its kind. ``location`` is a 3xx answer's
-    ``Location`` header (never followed)."""
+    ``Location`` header (never followed); ``retry_after`` the ``Retry-After`` header of a
+    429 or 503, as sent (retry_after.py reads it)."""
 
     status_code: int | None
     error: str | None
@@ -52,6 +54,7 @@ class AttemptResult:
     excerpt: str | None = None
     error_kind: ErrorKind | None = None
     location: str | None = None
+    retry_after: str | None = None
 
     @classmethod
     def failed(cls, failure: Failure, duration_ms: int) -> "AttemptResult":
@@ -139,7 +142,8 @@ class HttpSender:
             if attempt.expired:
                 raise TimeoutError("deadline passed while reading the body")
             return AttemptResult(response.status_code, None, _ms_since(started), excerpt,
-                                 location=_location(response))
+                                 location=_location(response),
+                                 retry_after=_retry_after(response))
         except Exception as exc:  # noqa: BLE001 - the one place errors are mapped
             return AttemptResult.failed(_failure_of(exc, attempt), _ms_since(started))
         finally:
@@ -171,6 +175,14 @@ def _location(response: requests.Response) -> str | None:
         return None
     location = response.headers.get("Location")
     return storable_text(location, LOCATION_LIMIT) if location is not None else None
+
+
+def _retry_after(response: requests.Response) -> str | None:
+    """The Retry-After of a 429 or 503 (cut to 100 characters: no valid value is longer)."""
+    if response.status_code not in HONOURED_STATUSES:
+        return None
+    value = response.headers.get("Retry-After")
+    return None if value is None else value[:100]
 
 
 def _ms_since(started: float) -> int:

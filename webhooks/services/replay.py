@@ -1,15 +1,17 @@
 """Replay one delivery: a new delivery of the same event to the same subscription.
 
-The one replay check is the lifecycle's (lifecycle/changes.py): only a
-``failed`` or ``dead`` delivery of a live subscription; otherwise Conflict
-``not_replayable``, whose message names the public status.
+The one replay check is the lifecycle's (lifecycle/recover.py, replay_once,
+and lifecycle/changes.py): only a ``failed`` or ``dead`` delivery of a live
+subscription (else Conflict ``not_replayable``, whose message names the
+public status), and only once (else Conflict ``already_replayed``, naming
+the earlier replay), under the lock recover takes.
 """
 
 from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from webhooks.lifecycle import changes
+from webhooks.lifecycle.recover import replay_once
 from webhooks.lifecycle.states import REPLAYABLE, DeliveryStatus
 from webhooks.storage.models import Delivery, utcnow
 
@@ -23,7 +25,7 @@ def is_replayable(delivery: Delivery) -> bool:
 
 def replay(session: Session, original: Delivery) -> Delivery:
     """The new delivery (published after the caller commits, or held while paused)."""
-    return changes.replay_delivery(session, original, utcnow())
+    return replay_once(session, original, utcnow())
 
 
 def was_published(replayed: Delivery) -> bool:

@@ -7,15 +7,15 @@
   null kind (their sentence still says it). A nullable column with no default:
   adding it rewrites no row, and workers of the revision before leave it null.
 
-Revision ID: 0010
-Revises: 0009
+Revision ID: 0011
+Revises: 0010
 Create Date: 2026-11-25
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0010"
-down_revision = "0009"
+revision = "0011"
+down_revision = "0010"
 branch_labels = None
 depends_on = None
 
