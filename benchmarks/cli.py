@@ -42,6 +42,8 @@ SIZE_OPTIONS = [
      "deliveries per phase of the realistic scenario (6000)"),
     ("--slow-delay-ms", "realistic_slow_ms", float,
      "the realistic scenario's uniform answer time, ms (200)"),
+    ("--pace-deliveries", "pace_deliveries", int,
+     "the backlog each leg of the pace scenario drains (5000)"),
     ("--tenants", "tenants", int, "accounts of the realistic and shared subscriptions (10)"),
     ("--shared-seconds", "shared_seconds", float, "the shared scenario's timed window, s (30)"),
     ("--shared-emitters", "shared_emitters", int, "emitting processes in the shared scenario (2)"),

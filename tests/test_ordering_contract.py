@@ -161,6 +161,9 @@ def test_emit_events_stores_all_together_and_returns_the_ids_in_order(account):
                                 .where(Delivery.ordering_key == "k")
                                 .order_by(Delivery.key_sequence)).all()
     assert [event_id for event_id, _ in keyed] == [ids[0], ids[2]]
+    with session_scope() as session:  # one delivery per new event, none for the repeat
+        stored = session.scalars(select(Delivery.event_id).order_by(Delivery.created_at)).all()
+    assert sorted(stored) == sorted(ids[:3])
 
 
 @pytest.mark.parametrize("bad, words", [

@@ -151,7 +151,10 @@ def _store(
     targets: list[tuple[str, str, bool]],
     settings: Settings,
     ordering_key: str | None = None,
+    rows_to_insert: list | None = None,
 ) -> tuple[EmittedEvent, list[Dispatch]]:
+    """Store the event, then its deliveries (or, given ``rows_to_insert``, add their rows
+    to it for the caller to insert with others in one statement: emit_events)."""
     values = dict(
         id=event_id, account_id=account_id, type=event_type, version=settings.version,
         idempotency_key=idempotency_key, body=body, created_at=created_at,
@@ -177,7 +180,9 @@ def _store(
             claimed_at=None, replay_of=None, created_at=created_at, updated_at=created_at,
             ordering_key=ordering_key, key_sequence=key_sequence,
         ))
-    if rows:
+    if rows_to_insert is not None:
+        rows_to_insert.extend(rows)
+    elif rows:
         connection.execute(_INSERT_DELIVERIES, rows)
     dispatches = [
         Dispatch(row["id"], 0) for row in rows
@@ -208,10 +213,11 @@ def _checked(account_id, event_type, data, idempotency_key, ordering_key, settin
     return _Checked(event_type, idempotency_key, ordering_key, event_id, created_at, body)
 
 
-def _store_checked(connection, account_id, checked: _Checked, targets, settings):
+def _store_checked(connection, account_id, checked: _Checked, targets, settings,
+                   rows_to_insert=None):
     return _store(connection, account_id, checked.event_type, checked.body, checked.event_id,
                   checked.created_at, checked.idempotency_key, targets, settings,
-                  checked.ordering_key)
+                  checked.ordering_key, rows_to_insert)
 
 
 def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None,
@@ -325,14 +331,16 @@ def _store_all(session, account_id, checked: list[_Checked], settings):
     """Store checked events in ``session``'s transaction; (their ids, what to publish)."""
     connection = session.connection()
     targets_of: dict[str, list] = {}
-    ids, dispatches = [], []
+    ids, dispatches, rows = [], [], []
     for one in checked:
         if one.event_type not in targets_of:
             targets_of[one.event_type] = _targets(connection, account_id, one.event_type)
         emitted, published = _store_checked(connection, account_id, one,
-                                            targets_of[one.event_type], settings)
+                                            targets_of[one.event_type], settings, rows)
         ids.append(emitted.id)
         dispatches += published
+    if rows:  # every event's deliveries in one statement
+        connection.execute(_INSERT_DELIVERIES, rows)
     return ids, dispatches
 
 
