@@ -158,3 +158,16 @@ def test_the_api_shows_the_current_limit(account):
     set_limit(subscription.id, 3)
     with session_scope() as session:
         assert in_flight_limit(session.get(Subscription, subscription.id)) == 3
+
+
+def test_a_new_max_in_flight_starts_the_pace_over(account):
+    from webhooks.lifecycle import changes
+
+    _, subscription = account
+    set_limit(subscription.id, 2)
+    with session_scope() as session:
+        changes.change_subscription(session, subscription.id, description="x")
+    assert limit(subscription.id) == 2  # other settings leave it
+    with session_scope() as session:
+        changes.change_subscription(session, subscription.id, max_in_flight=4)
+    assert limit(subscription.id) is None
