@@ -46,6 +46,8 @@ SIZE_OPTIONS = [
      "the backlog each leg of the pace scenario drains (5000)"),
     ("--ordering-deliveries", "ordering_deliveries", int,
      "deliveries of each drain of the ordering scenario (5000)"),
+    ("--ordering-keys", "ordering_keys", int,
+     "keys the ordering scenario's keyed drain is spread over (1000)"),
     ("--tenants", "tenants", int, "accounts of the realistic and shared subscriptions (10)"),
     ("--shared-seconds", "shared_seconds", float, "the shared scenario's timed window, s (30)"),
     ("--shared-emitters", "shared_emitters", int, "emitting processes in the shared scenario (2)"),

@@ -181,3 +181,22 @@ def test_emit_events_checks_every_event_first_and_stores_nothing_if_one_is_bad(a
     assert words in str(raised.value)
     with session_scope() as session:
         assert session.scalar(select(func.count()).select_from(Event)) == 0
+
+
+def test_a_successor_released_while_others_wait_for_a_slot_joins_that_queue(account):
+    account_id, subscription = account
+    first, second = emit(account_id, "k"), emit(account_id, "k")
+    assert claim(second) is None and is_behind_its_key(second)
+    head = claim(first)
+    queued = [emit(account_id), emit(account_id)]
+    with session_scope() as session:  # as if the cap had turned them away
+        session.execute(update(Delivery).where(Delivery.id.in_(queued))
+                        .values(states.waiting_for_slot()))
+    done = record(head, 200)
+    # The slot the head frees goes to the oldest waiting; second joins the others in the
+    # queue instead of being sent only to be turned away by the cap.
+    assert [d.delivery_id for d in done.released] == [queued[0]]
+    deliveries = Delivery.__table__
+    with get_engine().connect() as connection:
+        waiting = connection.scalars(select(deliveries.c.id).where(states.waiting(deliveries))).all()
+    assert sorted(waiting) == sorted([second, queued[1]]) and not is_behind_its_key(second)

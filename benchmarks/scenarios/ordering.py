@@ -4,7 +4,8 @@ The same backlog of ``ordering_deliveries`` deliveries to one fast
 subscription is drained twice by a service worker (the scenario pool, with
 beat): once without keys, once with each delivery given one of
 ``ordering_keys`` keys round-robin, numbered in publish order (as emit
-numbers them). A keyed delivery whose predecessor is unfinished is turned
+numbers them); in both drains each delivery gets its own creation time, in
+publish order, as emit gives each event (a bulk insert gives them one). A keyed delivery whose predecessor is unfinished is turned
 away by its claim and released by its predecessor's record, so it may be
 claimed twice. Reported: deliveries per second of each drain (first arrival
 to last) and their ratio (target: keyed >= 0.8 x unkeyed), and whether every
@@ -23,19 +24,23 @@ from .drain import drain_figures, drain_timeout, wait_for_unique
 
 PATH = "/ordered"
 
-_KEYS = text("""
+# Each delivery its own creation time, a microsecond apart in publish order, as emit
+# stamps each event (the bulk insert gives them one time); keys (if any) round-robin.
+_SPREAD = text("""
 UPDATE deliveries AS d
-   SET ordering_key = 'key-' || ((given.n - 1) % :keys), key_sequence = (given.n - 1) / :keys + 1
+   SET created_at = d.created_at + (given.n * interval '1 microsecond'),
+       ordering_key = CASE WHEN :keys > 0 THEN 'key-' || ((given.n - 1) % :keys) END,
+       key_sequence = CASE WHEN :keys > 0 THEN (given.n - 1) / :keys + 1 END
   FROM unnest(CAST(:ids AS text[])) WITH ORDINALITY AS given(id, n)
  WHERE d.id = given.id
 """)
 
 
-def _give_keys(ids: list[str], keys: int) -> None:
+def _spread(ids: list[str], keys: int) -> None:
     from webhooks.storage.db import session_scope
 
     with session_scope() as session:
-        session.execute(_KEYS, {"ids": ids, "keys": keys})
+        session.execute(_SPREAD, {"ids": ids, "keys": keys})
 
 
 def _in_order(arrivals, ids: list[str], keys: int) -> bool:
@@ -59,8 +64,7 @@ def measure(ctx: Context, keys: int | None) -> dict:
     ctx.reset()
     target = seed.make_target(ctx.receiver.url(PATH), "ordering")
     ids = seed.bulk_deliveries(target, n)
-    if keys:
-        _give_keys(ids, keys)
+    _spread(ids, keys or 0)
     services.analyse(ctx.options.database_url)
     seed.publish_deliveries(ids)
     worker, beat = ctx.start_worker_and_beat(ctx.options.scenario_pool,

@@ -12,7 +12,8 @@ with the same key and a smaller number is unfinished (``pending``,
 ``sending`` or ``paused``): :func:`clear_of_predecessors`, one probe of the
 partial index ``ix_deliveries_ordering``. One it refuses waits
 (``states.behind_its_key``) without a message; the record of the delivery
-before it, once that is ``done``, ``failed`` or ``dead``, makes it due
+before it, once that is ``done``, ``failed`` or ``dead``, makes it due, or
+puts it in the queue for a free slot when one is waiting
 (:func:`release_successor`), and the sweep does so for a release that was
 missed (:func:`forgotten_behind_key`: a claim refused just as its
 predecessor finished). No lock is held while a POST is in flight.
@@ -74,16 +75,26 @@ def _successor():
             .order_by(after.c.key_sequence).limit(1))
 
 
-_RELEASE = transitions.release_successor(_successor())
+def _queue():
+    """SQL: deliveries of the subscription wait for a free slot (the successor joins them)."""
+    waiting = deliveries.alias("in_queue")
+    return exists().where(waiting.c.subscription_id == bindparam("sub_id", type_=String(36)),
+                          states.waiting(waiting))
+
+
+_RELEASE = transitions.release_successor(_successor(), _queue())
 
 
 def release_successor(connection: Connection, subscription_id: str, ordering_key: str,
                       key_sequence: int, now: dt.datetime) -> list[tuple[str, int]]:
-    """Make the next delivery of this subscription and key due, if it waits behind the one
-    numbered ``key_sequence`` (which has just finished); its (id, attempt_count), if any."""
+    """Release the next delivery of this subscription and key, if it waits behind the one
+    numbered ``key_sequence`` (which has just finished): due now, or, while deliveries of
+    the subscription wait for a free slot, into that queue in its place (a finished
+    attempt releases it there, oldest first). Its (id, attempt_count) if it is due now
+    (it needs a message), else nothing."""
     rows = connection.execute(_RELEASE, {"sub_id": subscription_id, "okey": ordering_key,
                                          "kseq": key_sequence, "now": now})
-    return [(delivery_id, count) for delivery_id, count in rows]
+    return [(delivery_id, count) for delivery_id, count, parked in rows if not parked]
 
 
 def forgotten_behind_key(batch: int):

@@ -21,7 +21,7 @@ turn_away                   pending -> failed / paused / waiting   claim
                             / behind its key
 move_after_attempt          sending -> what the policy chose       record
 release_oldest_waiting      waiting -> due                         record
-release_successor           behind its key -> due                  record (ordering.py)
+release_successor           behind its key -> due / waiting        record (ordering.py)
 release_behind_key          behind its key -> due                  sweep (ordering.py)
 wait_for_slot               sending -> pending (paced)             the rate limit
 take_swept                  (lost, parked, held, ...) -> due       sweep
@@ -132,15 +132,22 @@ def release_oldest_waiting(oldest) -> Update:
             .returning(deliveries.c.id, deliveries.c.attempt_count))
 
 
-def release_successor(successor) -> Update:
+def release_successor(successor, queue) -> Update:
     """behind its key -> due now, for the id ``successor`` selects (the next unfinished
-    delivery of a finished one's subscription and key, ordering.py); returns
-    (id, attempt_count). One that is not behind its key (its first message is still on
-    its way) is left alone: its claim finds the way clear."""
+    delivery of a finished one's subscription and key, ordering.py), or, if ``queue``
+    (deliveries of the subscription already wait for a free slot), -> waiting in that
+    queue in its place (states.waiting_for_slot: a claim now would only be turned away
+    by the cap); returns (id, attempt_count, parked). One that is not behind its key
+    (its first message is still on its way) is left alone: its claim finds the way clear."""
+    now = bindparam("now")
+    due, waits = states.made_due(now), states.waiting_for_slot()
     return (update(deliveries)
             .where(deliveries.c.id.in_(successor), states.behind_its_key(deliveries))
-            .values(**states.made_due(bindparam("now")), updated_at=bindparam("now"))
-            .returning(deliveries.c.id, deliveries.c.attempt_count))
+            .values(parked=case((queue, waits["parked"]), else_=due["parked"]),
+                    next_attempt_at=case((queue, waits["next_attempt_at"]),
+                                         else_=due["next_attempt_at"]),
+                    behind_key=false(), updated_at=now)
+            .returning(deliveries.c.id, deliveries.c.attempt_count, deliveries.c.parked))
 
 
 def release_behind_key(session: Session, ids: list[str], now: dt.datetime) -> list[tuple[str, int]]:
