@@ -141,7 +141,8 @@ class DatabaseCollector:
 
     def collect(self):
         try:
-            with get_engine().begin() as connection:
+            # The replica when WEBHOOKS_READ_DATABASE_URL is set: a scrape writes nothing.
+            with get_engine(get_settings().reads_database_url).begin() as connection:
                 snapshot = read_snapshot(connection, utcnow())
         except Exception as error:  # noqa: BLE001 - the scrape still answers, saying so
             log.warning("metrics: the database could not be read: %s", type(error).__name__)

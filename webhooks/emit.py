@@ -20,13 +20,13 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from . import publisher
+from . import clock, publisher
 from .config import Settings, get_settings
 from .db import get_autocommit_engine, get_engine, get_sessionmaker
 from .emit_statement import store_in_one_statement
 from .errors import NotFound
 from .event_input import envelope_bytes, validate_input
-from .models import Account, Delivery, Event, Subscription, new_id, utcnow
+from .models import Account, Delivery, Event, Subscription, new_id
 from .outbox import Dispatch, publish_after_commit
 from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
 
@@ -195,7 +195,7 @@ def _store(
 def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None):
     """Validate and store in ``session``'s transaction; returns the event and what to publish."""
     validate_input(account_id, event_type, data, idempotency_key)
-    event_id, created_at = new_id(), utcnow()
+    event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     connection = session.connection()
     if only_subscription is None:
@@ -243,7 +243,7 @@ def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settin
     stored, and publishes the deliveries that first try stored.
     """
     validate_input(account_id, event_type, data, idempotency_key)
-    event_id, created_at = new_id(), utcnow()
+    event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     values = dict(event_id=event_id, account_id=account_id, event_type=event_type,
                   pausable=held_by_pause(event_type), version=settings.version,

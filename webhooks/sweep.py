@@ -13,10 +13,11 @@ import datetime as dt
 from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
+from . import clock
 from . import waiting as waiting_counts  # states.waiting is the predicate
 from .config import Settings, get_settings
 from .db import session_scope
-from .models import Delivery, Subscription, utcnow
+from .models import Delivery, Subscription
 from .outbox import Dispatch, publish_now
 from .rotation import settle_due
 from .states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
@@ -39,7 +40,7 @@ def run_sweep(settings: Settings | None = None) -> int:
     with session_scope() as session:
         found = sweep(
             session,
-            utcnow(),
+            clock.now(),  # the database's: one clock for every host's rules
             timeout=settings.timeout,
             recover_after=settings.recover_after,
             batch=settings.sweep_batch,
