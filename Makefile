@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-fast install
+.PHONY: run test test-fast install cluster
 
 $(BIN)/.installed: setup.cfg setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed, found " + sys.version.split()[0] + ": run make PYTHON=python3.11 ...")'
@@ -39,3 +39,10 @@ test: $(BIN)/.installed-test
 ## of Hypothesis (a pytest plugin), about 1.5 s of CPU each. No schemathesis in this tier.
 test-fast: $(BIN)/.installed-test
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --tier fast -q -p no:schemathesis
+
+## cluster: the whole service as a cluster of network namespaces on this machine (root),
+## under load through the full fault schedule; prints the figures and, last,
+## `cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F` (docs/reliability.md).
+cluster: $(BIN)/.installed
+	bash scripts/cluster-setup.sh
+	$(BIN)/python -m cluster

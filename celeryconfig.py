@@ -90,6 +90,7 @@ else:
         # kombu's Sentinel transport: asks the Sentinels of the URL
         # ("sentinel://h1:26379;sentinel://h2:26379") where the master is, again on
         # every reconnection, so a failover costs a reconnect (docs/scaling.md).
+        broker_transport = "webhooks.redistransport:SentinelTransport"
         broker_transport_options["master_name"] = _settings.broker_master_name
         broker_transport_options["sentinel_kwargs"] = {
             "socket_connect_timeout": _settings.publish_timeout,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from . import faults as schedule
 from .scenario import run
@@ -33,7 +34,8 @@ def main(argv=None) -> int:
     try:
         verdict, figures = run(faults, load_seconds=seconds, rate=rate,
                                drain_timeout=60 if args.short else 180,
-                               log=lambda line: print(line, flush=True))
+                               log=lambda line: print(time.strftime("%H:%M:%S "), line,
+                                                      sep="", flush=True))
     except KeyboardInterrupt:
         print("cluster: interrupted; everything torn down", flush=True)
         return 130

@@ -100,10 +100,10 @@ FULL = (
 FULL_LOAD_S = 320.0
 
 SHORT = (
-    Fault("worker-pg", at=8, hold=12),
-    Fault("redis-primary-kill", at=24, hold=6),
+    Fault("worker-pg", at=5, hold=10),
+    Fault("redis-primary-kill", at=18, hold=5),
 )
-SHORT_LOAD_S = 36.0
+SHORT_LOAD_S = 28.0
 
 
 def schedule_named(names: str) -> tuple[Fault, ...]:

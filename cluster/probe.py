@@ -60,7 +60,7 @@ def master(sentinels: str, name: str) -> dict:
             client = redis.Redis(host=address, port=26379, socket_timeout=2,
                                  socket_connect_timeout=2)
             host, _port = client.sentinel_get_master_addr_by_name(name)
-            return {"address": host}
+            return {"address": host.decode() if isinstance(host, bytes) else host}
         except Exception:  # noqa: BLE001 - ask the next Sentinel
             continue
     return {"address": None}

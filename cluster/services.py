@@ -98,7 +98,7 @@ def start_postgres_replica(processes: Processes, host: Host, primary: Host, fold
     base = subprocess.run(
         host.command("runuser", "-u", "postgres", "--", str(PG_BIN / "pg_basebackup"),
                      "-h", primary.address, "-U", "postgres", "-D", str(data), "-R",
-                     "-X", "stream", "--no-sync"), capture_output=True, text=True, timeout=300)
+                     "-X", "stream", "--no-sync", "--checkpoint=fast"), capture_output=True, text=True, timeout=300)
     if base.returncode != 0:
         raise RuntimeError(f"pg_basebackup failed: {base.stderr.strip()}")
     process = processes.start(

@@ -62,6 +62,6 @@ def test_celery_reaches_the_broker_through_the_sentinels(tmp_path):
            "WEBHOOKS_BROKER_MASTER_NAME": "webhooks-1"}
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
                          capture_output=True, text=True, check=True, timeout=60).stdout
-    assert out.split()[:2] == ["webhooks-1", "sentinel"]
+    assert out.split()[:2] == ["webhooks-1", "webhooks.redistransport:SentinelTransport"]
     for host in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
         assert host in out
