@@ -66,10 +66,10 @@ class Fault:
     # replica-stop: the PostgreSQL replica stopped (SIGSTOP): reads hang, WAL piles up; it
     # resumes after hold and catches up
     def _inject_replica_stop(self, c):
-        c.processes.running["postgres-replica"].signal(signal.SIGSTOP)
+        c.processes.running["postgres-replica"].signal_tree(signal.SIGSTOP)
 
     def _repair_replica_stop(self, c):
-        c.processes.running["postgres-replica"].signal(signal.SIGCONT)
+        c.processes.running["postgres-replica"].signal_tree(signal.SIGCONT)
 
     # web-kill: web1 SIGKILLed behind the emitters, which go on through web2; back after hold
     def _inject_web_kill(self, c):

@@ -34,6 +34,33 @@ class Process:
             pass
 
 
+    def signal_tree(self, number: int) -> None:
+        """Send ``number`` to the process and every descendant, whatever their group:
+        PostgreSQL's backends are session leaders of their own, so SIGSTOP to the
+        group would stop the postmaster alone while the backends went on answering."""
+        for pid in [self.popen.pid, *_descendants(self.popen.pid)]:
+            try:
+                os.kill(pid, number)
+            except ProcessLookupError:
+                pass
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc (children before their own children)."""
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        children = []
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+        found += children
+        frontier += children
+    return found
+
+
 class Processes:
     """Every process of one run, by name."""
 

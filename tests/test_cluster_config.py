@@ -65,3 +65,9 @@ def test_celery_reaches_the_broker_through_the_sentinels(tmp_path):
     assert out.split()[:2] == ["webhooks-1", "webhooks.redistransport:SentinelTransport"]
     for host in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
         assert host in out
+
+
+def test_the_replica_lag_limit_defaults_to_10_s():
+    assert load_settings({}).read_max_lag == 10.0
+    with pytest.raises(ConfigError, match="WEBHOOKS_READ_MAX_LAG"):
+        load_settings({"WEBHOOKS_READ_MAX_LAG": "-1"})

@@ -9,6 +9,8 @@ request read. docs/scaling.md says what runs on a real streaming replica.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -43,6 +45,8 @@ def statements():
     seen: list[tuple[str, str]] = []
 
     def record(connection, _cursor, statement, *_):
+        if threading.current_thread().name == "replica-probe":
+            return  # web/replica.py asking the replica how far behind it is
         seen.append((connection.engine.url.render_as_string(hide_password=False), statement))
 
     event.listen(Engine, "before_cursor_execute", record)
@@ -115,3 +119,41 @@ def test_without_it_everything_reads_the_primary(db, redis_broker, alice, statem
     assert client.get(SUBSCRIPTIONS, headers=alice.headers).status_code == 200
     assert client.get("/metrics").status_code == 200
     assert _where(statements, "") == {"primary"}
+
+
+def test_a_replica_that_does_not_answer_is_not_read(db, redis_broker, alice, statements,
+                                                    tmp_path, monkeypatch):
+    """Nothing listens at the replica's address: the lists and /metrics read the primary
+    (web/replica.py's probe never answers) instead of failing."""
+    from webhooks.config import reset_settings_cache
+    from web import create_app
+
+    monkeypatch.setenv("WEBHOOKS_READ_DATABASE_URL",
+                       "postgresql+psycopg2://postgres@127.0.0.1:9/none?connect_timeout=1")
+    monkeypatch.setenv("WEBHOOKS_DATA_DIR", str(tmp_path / "data"))
+    reset_settings_cache()
+    client = create_app({"TESTING": True}).test_client()
+    assert client.get(SUBSCRIPTIONS, headers=alice.headers).status_code == 200
+    response = client.get("/metrics")
+    assert b"webhooks_database_up 1.0" in response.data
+    assert _where(statements, "") == {"primary"}
+
+
+def test_a_replica_further_behind_than_the_limit_is_not_read(db, redis_broker, alice,
+                                                              statements, monkeypatch):
+    from web import replica
+
+    monkeypatch.setattr(replica, "LAG_QUERY", replica.text("SELECT 99"))
+    monkeypatch.setattr(replica, "_probes", {})
+    client_app = _app_with_replica(monkeypatch, db)
+    assert client_app.get(SUBSCRIPTIONS, headers=alice.headers).status_code == 200
+    assert _where(statements, "") == {"primary"}
+
+
+def _app_with_replica(monkeypatch, db):
+    from webhooks.config import reset_settings_cache
+    from web import create_app
+
+    monkeypatch.setenv("WEBHOOKS_READ_DATABASE_URL", f"{db}{'&' if '?' in db else '?'}{READ_ONLY}")
+    reset_settings_cache()
+    return create_app({"TESTING": True}).test_client()

@@ -60,6 +60,7 @@ from webhooks.models import (AttemptTotal, Delivery, DeliveryStatus, Subscriptio
 from webhooks.rollup import DURATION_BUCKETS_MS
 
 from .errors import ApiError
+from .replica import usable as replica_usable
 
 __all__ = ["bp", "DURATION_BUCKETS_S", "DatabaseCollector", "registry"]
 
@@ -141,8 +142,10 @@ class DatabaseCollector:
 
     def collect(self):
         try:
-            # The replica when WEBHOOKS_READ_DATABASE_URL is set: a scrape writes nothing.
-            with get_engine(get_settings().reads_database_url).begin() as connection:
+            # The replica when one is set and answering: a scrape writes nothing.
+            settings = get_settings()
+            url = settings.read_database_url if replica_usable() else settings.database_url
+            with get_engine(url).begin() as connection:
                 snapshot = read_snapshot(connection, utcnow())
         except Exception as error:  # noqa: BLE001 - the scrape still answers, saying so
             log.warning("metrics: the database could not be read: %s", type(error).__name__)

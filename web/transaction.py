@@ -11,7 +11,9 @@ With WEBHOOKS_READ_DATABASE_URL set, the requests of :func:`reads_replica`
 other request, and so every write and every read a write depends on, uses
 the primary. A dashboard user who has just changed something reads the
 primary for WEBHOOKS_READ_OWN_WRITES_FOR seconds, so the page they are sent
-to after a form shows what they did even while the replica lags.
+to after a form shows what they did even while the replica lags. A replica
+that does not answer, or lags more than WEBHOOKS_READ_MAX_LAG seconds, is
+not read at all (web/replica.py).
 
 The transaction ends in an ``after_request`` hook, that is before the
 response is sent: a client that gets a 2xx can rely on the change being
@@ -31,6 +33,7 @@ from webhooks.db import get_sessionmaker
 from webhooks.outbox import on_commit
 
 from .errors import error_response
+from .replica import usable as replica_usable
 
 __all__ = ["db_session", "read_snapshot", "after_commit", "init_app", "reads_replica",
            "REPLICA_ENDPOINTS"]
@@ -57,7 +60,7 @@ def db_session() -> Session:
     session = g.get(_SESSION)
     if session is None:
         settings = get_settings()
-        replica = settings.read_database_url and reads_replica()
+        replica = settings.read_database_url and reads_replica() and replica_usable()
         session = get_sessionmaker(settings.read_database_url if replica else None)()
         setattr(g, _SESSION, session)
     return session

@@ -37,6 +37,7 @@ class Settings:
     broker_master_name: str = "mymaster"  # the Sentinel master of a sentinel:// broker URL
     # How long (s) a signed-in dashboard user reads the primary after a change they made.
     read_own_writes_for: float = 10.0
+    read_max_lag: float = 10.0  # a replica further behind than this (s) is not read
     retry_delays: tuple[int, ...] = DEFAULT_RETRY_DELAYS
     pause_after: int = 25
     service_name: str = "Service"
@@ -135,6 +136,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         read_own_writes_for=positive_number(
             env, "WEBHOOKS_READ_OWN_WRITES_FOR", 10.0, allow_zero=True),
+        read_max_lag=positive_number(env, "WEBHOOKS_READ_MAX_LAG", 10.0),
         retry_delays=retry_delays(env),
         pause_after=positive_number(env, "WEBHOOKS_PAUSE_AFTER", 25, integer=True),
         service_name=matching(
