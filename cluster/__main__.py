@@ -43,6 +43,8 @@ def main(argv=None) -> int:
         print(f"cluster: fault {fault['name']}: held {fault['hold_s']} s, deliveries/s "
               f"before {fault['before_per_s']}, during {fault['during_per_s']}, after "
               f"{fault['after_per_s']}, recovered {fault['recover_s']} s after the repair, "
+              f"worst /ok wait {fault['worst_wait_s']} s, web reads {fault['reads_ok']} ok "
+              f"({fault['reads_failed_over']} failed over) {fault['reads_failed']} failed, "
               f"duplicates {verdict.explained.get(fault['name'], 0)}")
     print(f"cluster: throughput {figures['throughput_per_s']} deliveries/s over "
           f"{figures['load_s']} s; /ok latency p50 {figures['ok_latency_p50_s']} s, "

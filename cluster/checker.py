@@ -14,7 +14,7 @@ counts:
 - stuck S: deliveries still ``sending``, or ``pending`` past their due time
   (plus ``stuck_slack`` seconds);
 - duplicates U: 2xx answers beyond the first for one delivery, each
-  explained by the fault whose window (its start to its end plus
+  explained by the latest fault whose window (its start to its end plus
   ``explain_after`` s) holds it, or unexplained;
 - pause counters: each subscription's ``consecutive_failures`` against its
   attempts: the failures recorded after its last success, by attempt id.
@@ -148,8 +148,10 @@ def _count_duplicates(result: Verdict, received: list[dict], faults: list[dict],
         if seen[line["delivery"]] == 1:
             continue
         result.duplicates += 1
-        cause = next((f["name"] for f in faults
-                      if f["start"] <= line["t"] <= f["end"] + explain_after), None)
+        # The latest fault begun before it whose window still holds it: windows overlap
+        # (a fault's repair plus ``explain_after`` can reach into the next fault).
+        holding = [f for f in faults if f["start"] <= line["t"] <= f["end"] + explain_after]
+        cause = max(holding, key=lambda f: f["start"])["name"] if holding else None
         if cause is None:
             result.unexplained.append(line["delivery"])
         else:

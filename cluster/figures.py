@@ -5,6 +5,10 @@
 - time to recover: from the repair until the last ``/ok`` delivery of an
   event emitted while the fault held got its first 2xx (0 when none waited
   for the repair); ``/ok`` answers 200 at once, so any wait is the fault's;
+- the worst wait: the longest time from emit to first 2xx of an ``/ok``
+  delivery of an event emitted while the fault held;
+- the emitters' reads through the web hosts while it held: answered 200,
+  answered only by the second web host (failed over), or not at all;
 - duplicates per fault come from the checker.
 """
 
@@ -34,8 +38,15 @@ def summarize(windows: list[dict], received: list[dict], emitted: list[dict],
         hold = end - start
         caught = [ok_done[event] for event, t in emitted_at.items()
                   if start <= t <= end and event in ok_done]
+        waits = [ok_done[event] - t for event, t in emitted_at.items()
+                 if start <= t <= end and event in ok_done]
+        reads = [line for line in emitted if "web" in line and start <= line["t"] <= end]
         faults.append({
             "name": window["name"], "hold_s": round(hold, 1),
+            "worst_wait_s": round(max(waits, default=0.0), 1),
+            "reads_ok": sum(1 for r in reads if r["status"] == 200),
+            "reads_failed_over": sum(1 for r in reads if r["status"] == 200 and r["failed_over"]),
+            "reads_failed": sum(1 for r in reads if r["status"] != 200),
             "before_per_s": rate(start - hold, start), "during_per_s": rate(start, end),
             "after_per_s": rate(end, end + hold),
             "recover_s": round(max([0.0, *(t - end for t in caught)]), 1),
