@@ -10,6 +10,7 @@ installs the Debian packages).
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 
@@ -33,7 +34,7 @@ def main(argv=None) -> int:
     rate = args.rate or (2.0 if args.short else 4.0)
     try:
         verdict, figures = run(faults, load_seconds=seconds, rate=rate,
-                               drain_timeout=60 if args.short else 180,
+                               drain_timeout=120 if args.short else 180,
                                log=lambda line: print(time.strftime("%H:%M:%S "), line,
                                                       sep="", flush=True))
     except KeyboardInterrupt:
@@ -59,8 +60,13 @@ def main(argv=None) -> int:
         print(f"cluster: lost: {why}: {what}")
     for status, what in verdict.stuck_detail:
         print(f"cluster: stuck: {status}: {what}")
+    passed = verdict.lost == 0 and verdict.stuck == 0
+    if args.short and passed:
+        shutil.rmtree(figures["run_dir"], ignore_errors=True)  # make test runs it every time
+    else:
+        print(f"cluster: logs and figures.json in {figures['run_dir']}")
     print(verdict.line(), flush=True)
-    return 0 if verdict.lost == 0 and verdict.stuck == 0 else 1
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

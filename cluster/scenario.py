@@ -283,6 +283,7 @@ def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
         (run_dir / "figures.json").write_text(json.dumps(
             {"faults": windows, "figures": summary, "verdict": verdict.__dict__}, indent=1,
             default=str))
+    summary["run_dir"] = str(run_dir)
     return verdict, summary
 
 
