@@ -51,13 +51,20 @@ class _Probe:
 
     def _run(self) -> None:
         engine = create_engine(self.url, pool_size=1, max_overflow=0, pool_pre_ping=False)
+        failing = False
         while True:
             try:
                 with engine.connect() as connection:
                     self.lag = float(connection.execute(LAG_QUERY).scalar_one())
                 self.answered_at = time.monotonic()
+                if failing:
+                    log.warning("the read replica answers again (lag %.1f s)", self.lag)
+                failing = False
             except Exception as error:  # noqa: BLE001 - the answer goes stale: reads move
-                log.warning("replica probe failed: %s", type(error).__name__)
+                if not failing:  # once per outage, not once a second
+                    log.warning("the read replica does not answer (%s): reading the primary",
+                                type(error).__name__)
+                failing = True
                 engine.dispose()
             self.first.set()
             time.sleep(PROBE_EVERY_S)
