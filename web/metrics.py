@@ -52,11 +52,12 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from webhooks import clock
 from webhooks.config import get_settings
 from webhooks.db import get_engine
 from webhooks import waiting
 from webhooks.models import (AttemptTotal, Delivery, DeliveryStatus, Subscription,
-                             SubscriptionStatus, utcnow)
+                             SubscriptionStatus)
 from webhooks.rollup import DURATION_BUCKETS_MS
 
 from .errors import ApiError
@@ -146,7 +147,8 @@ class DatabaseCollector:
             settings = get_settings()
             url = settings.read_database_url if replica_usable() else settings.database_url
             with get_engine(url).begin() as connection:
-                snapshot = read_snapshot(connection, utcnow())
+                # The database's time: the queue's lag is measured against due times it wrote.
+                snapshot = read_snapshot(connection, clock.now())
         except Exception as error:  # noqa: BLE001 - the scrape still answers, saying so
             log.warning("metrics: the database could not be read: %s", type(error).__name__)
             yield GaugeMetricFamily(
