@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-fast install cluster
+.PHONY: run test test-fast install
 
 $(BIN)/.installed: setup.cfg setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed, found " + sys.version.split()[0] + ": run make PYTHON=python3.11 ...")'
@@ -21,6 +21,14 @@ $(BIN)/.installed-test: $(BIN)/.installed
 	touch $@
 
 install: $(BIN)/.installed
+
+.PHONY: cluster
+## cluster: the whole service as a cluster of network namespaces on this machine (root),
+## under load through the full fault schedule; prints the figures and, last,
+## `cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F` (docs/reliability.md).
+cluster: $(BIN)/.installed
+	bash scripts/cluster-setup.sh
+	$(BIN)/python -m cluster
 
 ## run: the whole service on the embedded defaults (SQLite + file broker), no server needed.
 ## `webhooks dev` migrates too; PORT (default 5000) and WEBHOOKS_* variables pass through.
@@ -39,10 +47,3 @@ test: $(BIN)/.installed-test
 ## of Hypothesis (a pytest plugin), about 1.5 s of CPU each. No schemathesis in this tier.
 test-fast: $(BIN)/.installed-test
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --tier fast -q -p no:schemathesis
-
-## cluster: the whole service as a cluster of network namespaces on this machine (root),
-## under load through the full fault schedule; prints the figures and, last,
-## `cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F` (docs/reliability.md).
-cluster: $(BIN)/.installed
-	bash scripts/cluster-setup.sh
-	$(BIN)/python -m cluster
