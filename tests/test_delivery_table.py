@@ -28,7 +28,7 @@ def outbox(sqlite_db, monkeypatch):
     """The messages that would go to the broker, in memory."""
     sent = []
     monkeypatch.setattr("webhooks.queue.publish", lambda items: sent.extend(items) or [])
-    monkeypatch.setattr("webhooks.publisher.submit", lambda items: sent.extend(items))
+    monkeypatch.setattr("webhooks.publisher.publish", lambda items, timeout=None: sent.extend(items) or True)
     return sent
 
 

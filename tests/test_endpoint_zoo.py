@@ -8,7 +8,8 @@ import time
 import pytest
 
 from tests.support.deadlines import SHORT_DEADLINE_S, SLACK_S
-from tests.support.zoo import Certificates, slow_lookups_held, slow_resolver, url_of, zoo
+from tests.support.zoo import (REDIRECT_STATUSES, SHARED_DOMAIN, Certificates, ZooEndpoint, answer,
+                               slow_lookups_held, slow_resolver, url_of, zoo)
 from webhooks.transport import HttpSender
 
 TIMEOUT_S = 1.0  # endpoints that answer; the real bound is checked through the worker too
@@ -57,6 +58,9 @@ NAMES = [
     "https-handshake-hangs", "tcp-connect-hangs", "tcp-silent", "body-nul", "body-binary", "body-invalid-utf8",
     "body-utf16", "continue-then-status", "header-flood", "header-megabyte",
     "garbage-status-line", "chunked-never-ends", "dns-slow",
+    *[f"redirect-{status}-{body}" for status in REDIRECT_STATUSES for body in ("huge", "gzip-bomb")],
+    "redirect-location-megabyte", "redirect-location-long", "cookie-flood", "cookie-domain",
+    "gzip-bomb-200", "gzip-bomb-500", "deflate-bomb-200", "deflate-bomb-500",
 ]
 
 
@@ -76,6 +80,29 @@ def test_each_zoo_endpoint_ends_as_expected_within_its_deadline(sender, hasty, e
         assert result.error_kind.value == expect.kind, (name, result.error_kind)
     if expect.excerpt_has is not None:
         assert expect.excerpt_has in result.excerpt and "\x00" not in result.excerpt, result.excerpt
+        assert len(result.excerpt) <= 1024
+    assert result.location == expect.location, (name, result.location)
+
+
+@pytest.fixture
+def recorder():
+    """An endpoint that answers 200 and keeps the head of every request it gets."""
+    endpoint = ZooEndpoint(answer(200))
+    yield endpoint
+    endpoint.close()
+
+
+@pytest.mark.parametrize("name", ["cookie-flood", "cookie-domain"])
+def test_a_cookie_an_endpoint_sets_is_never_sent_again(sender, endpoints, recorder, name):
+    """CONTRACT 9.1: one tenant's Set-Cookie (for its host, or with Domain= for a domain that
+    another tenant's host shares) never reaches a later request, to it or to anyone."""
+    endpoint, _ = endpoints[name]
+    for _ in range(3):
+        assert sender.post(url_of(name, endpoint), BODY, HEADERS).status_code == 200
+    assert sender.post(recorder.url(host="tenant-b." + SHARED_DOMAIN), BODY, HEADERS).status_code == 200
+    assert sender.post(recorder.url(), BODY, HEADERS).status_code == 200
+    heads = endpoint.heads[-3:] + recorder.heads
+    assert heads and not [head for head in heads if b"\r\ncookie:" in head.lower()], heads
 
 
 def test_the_zoo_covers_every_endpoint(endpoints):

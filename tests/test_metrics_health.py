@@ -42,7 +42,7 @@ def client(app):
 def no_publish(monkeypatch):
     from webhooks import publisher
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
 
 
 def database_down(monkeypatch):

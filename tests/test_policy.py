@@ -106,6 +106,12 @@ def test_retry_delay_rejects_attempt_zero():
 
 
 def test_pause_threshold():
-    assert not pauses(24, RULES)
-    assert pauses(25, RULES)
-    assert pauses(26, RULES)
+    assert not pauses(24, RULES, "email.sent")
+    assert pauses(25, RULES, "email.sent")
+    assert pauses(26, RULES, "email.sent")
+
+
+def test_a_test_ping_failure_counts_but_never_pauses_by_itself():
+    """CONTRACT 9.1: the counter moves, the pause waits for another type's failure."""
+    assert not pauses(25, RULES, "test.ping")
+    assert not pauses(1000, RULES, "test.ping")

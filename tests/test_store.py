@@ -161,6 +161,21 @@ def test_paused_subscription_still_gets_test_ping(setup):
     assert claim(ping, 0) is not None
 
 
+def test_test_ping_failures_count_but_never_pause_by_themselves(setup):
+    """CONTRACT 9.1: five failed Send tests reach the threshold of 3 and pause nothing;
+    the next failure of another type pauses, holding that delivery."""
+    account_id, subscription = setup
+    pings = [emit(account_id, "test.ping").delivery_ids[0] for _ in range(5)]
+    results = [record(claim(ping, 0), 500, pause_after=3) for ping in pings]
+    assert [r.paused_subscription for r in results] == [False] * 5
+    sub = _subscription(subscription.id)
+    assert (sub.status, sub.consecutive_failures) == ("active", 5)
+    other = emit(account_id).delivery_ids[0]
+    recorded = record(claim(other, 0), 500, pause_after=3)
+    assert recorded.paused_subscription and recorded.status == "paused"
+    assert _subscription(subscription.id).status == "paused"
+
+
 def test_resume_releases_held_deliveries_for_the_sweep(setup, published):
     account_id, subscription = setup
     ids = [emit(account_id).delivery_ids[0] for _ in range(2)]

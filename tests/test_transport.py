@@ -185,3 +185,13 @@ def test_guard_checks_the_address_on_every_new_connection():
         assert result.error.startswith("refused")
     assert server.requests == 0
     server.close()
+
+
+@pytest.mark.parametrize("status, kept", [(429, "120"), (503, "120"), (500, None), (200, None)])
+def test_retry_after_is_kept_from_a_429_or_503(sender, status, kept):
+    server = RawServer(lambda conn: conn.sendall(
+        b"HTTP/1.1 %d X\r\nRetry-After: 120\r\nContent-Length: 0\r\n\r\n" % status))
+    try:
+        assert sender.post(f"http://127.0.0.1:{server.port}/", b"{}", {}).retry_after == kept
+    finally:
+        server.close()

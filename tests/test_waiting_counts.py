@@ -41,7 +41,7 @@ def agree() -> dict[str, int]:
 def subscription_id(any_db, monkeypatch):
     from webhooks import publisher
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)  # no broker needed
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)  # no broker needed
     account_id, _ = make_account()
     return make_subscription(account_id, "https://e.example.com/in").id
 
@@ -153,7 +153,7 @@ def test_each_backend_counts_in_its_own_row_and_the_sweep_folds_the_gone(db, mon
 
     from webhooks import publisher
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account()
     make_subscription(account_id, "https://e.example.com/in")
     emit(account_id)
@@ -177,7 +177,7 @@ def test_each_backend_counts_in_its_own_row_and_the_sweep_folds_the_gone(db, mon
 def test_truncate_empties_the_counts(db, monkeypatch):
     from webhooks import publisher
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account()
     make_subscription(account_id, "https://e.example.com/in")
     emit(account_id)

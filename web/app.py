@@ -7,7 +7,7 @@ from flask import Flask
 from webhooks.config import get_settings
 from webhooks.logs import configure_logging
 
-from . import health, metrics, ratelimit, security, transaction
+from . import body_limit, health, metrics, ratelimit, security, transaction
 from .api import register_api
 from .dashboard import bp as dashboard_bp
 from .dashboard import register_dashboard
@@ -21,7 +21,8 @@ def create_app(config: dict | None = None) -> Flask:
     """A Flask app for the service.
 
     ``config`` overrides Flask settings (tests), e.g. ``MAX_CONTENT_LENGTH``
-    (default WEBHOOKS_MAX_REQUEST_BYTES, 64 KiB); a larger body answers 413.
+    (default WEBHOOKS_MAX_REQUEST_BYTES, 64 KiB); a larger body answers 413 on every
+    route (web/body_limit.py).
     """
     # Parse the settings now: a malformed WEBHOOKS_* variable stops the web
     # process at start, naming the variable, not on some later request.
@@ -33,6 +34,8 @@ def create_app(config: dict | None = None) -> Flask:
     # Answer keys in the order the schemas declare them (id first, envelope in its documented order).
     app.json.sort_keys = False
     security.init_app(app, settings)
+    # First of the request hooks: an oversized body is refused before a key is looked up.
+    body_limit.init_app(app)
     transaction.init_app(app)
     # Per-tenant request limits (429 over them); probes and scrapes are never limited.
     ratelimit.init_app(

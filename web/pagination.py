@@ -41,7 +41,8 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
         if version != _VERSION or created_at.tzinfo is None:
             raise ValueError(raw)
         return created_at.astimezone(dt.timezone.utc), str(uuid.UUID(row_id))
-    except (ValueError, UnicodeError, binascii.Error):
+    except (ValueError, UnicodeError, binascii.Error, OverflowError):
+        # OverflowError: a moment in range with its offset (0001-01-01T00:00+14:00) but not in UTC.
         raise ApiError(
             400, "invalid_cursor", "The cursor is not valid; pass next_cursor of a previous page."
         ) from None

@@ -49,6 +49,7 @@ class Settings:
     max_in_flight: int = 10
     test_max_in_flight: int = 2
     account_max_in_flight: int = 20
+    dns_threads: int = 128  # DNS look-ups running at once per process (connections.py)
     sweep_interval: float = 5.0
     recover_after: float = 120.0
     clock_refresh: float = 30.0  # how often (s) each process measures its offset to the database's clock
@@ -159,6 +160,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         account_max_in_flight=positive_number(
             env, "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT", 20, integer=True, allow_zero=True
         ),
+        dns_threads=positive_number(env, "WEBHOOKS_DNS_THREADS", 128, integer=True),
         sweep_interval=positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),
         recover_after=positive_number(env, "WEBHOOKS_RECOVER_AFTER", 120.0),
         clock_refresh=positive_number(env, "WEBHOOKS_CLOCK_REFRESH", 30.0),

@@ -2,9 +2,13 @@
 
 Every phase of an attempt runs under its single deadline (deadline.py):
 
-- DNS: the look-up runs in a small thread pool and is given up when the
-  deadline passes (``getaddrinfo`` cannot be interrupted; a look-up that
-  hangs keeps its pool thread until it returns, never the attempt);
+- DNS: the look-up runs in a thread pool and is given up when the deadline
+  passes (``getaddrinfo`` cannot be interrupted; a look-up that hangs keeps
+  its pool thread until it returns, never the attempt). Attempts that look
+  up the same name at once share one look-up, so a name that hangs holds one
+  thread however many attempts ask for it, and cannot take the pool from
+  other tenants' names (``WEBHOOKS_DNS_THREADS`` threads, 128 by default:
+  one per worker thread of the Procfile's pool);
 - connect: each socket's time-out is the time left, and the socket is
   watched from the moment it exists;
 - TLS handshake and response: the watchdog shuts the socket down at the
@@ -36,11 +40,10 @@ from .errors import DestinationRefused
 from .failures import ErrorKind, Failure, failure, timeout, tls_failure
 from .netguard import describe_refusal, is_public_address
 
-__all__ = ["Resolver", "system_resolver", "begin", "end", "pool_classes", "LOOKUP_THREADS"]
+__all__ = ["Resolver", "system_resolver", "begin", "end", "pool_classes"]
 
 # getaddrinfo-shaped: (host, port) -> [(family, type, proto, canonname, sockaddr), ...]
 Resolver = Callable[[str, int], list]
-LOOKUP_THREADS = 32  # DNS look-ups in flight per process; one worker process runs at most 32 attempts
 
 _current = threading.local()  # the AttemptDeadline of the attempt this thread is making
 
@@ -67,20 +70,42 @@ def system_resolver(host: str, port: int) -> list:
 
 
 class _LookupPool:
-    """A thread pool for DNS look-ups, made anew in each process (threads do not survive fork)."""
+    """A thread pool for DNS look-ups, made anew in each process (threads do not survive
+    fork), with one look-up in flight per (resolver, host, port): later askers share it."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._in_flight: dict[tuple, concurrent.futures.Future] = {}
 
-    def submit(self, function, *args) -> concurrent.futures.Future:
+    def lookup(self, resolver: Resolver, host: str, port: int) -> concurrent.futures.Future:
+        """The future of ``resolver(host, port)``: the one in flight, or a new one."""
+        key = (resolver, host, port)
         with self._lock:
             if self._pid != os.getpid():
                 self._pid = os.getpid()
+                self._in_flight = {}
                 self._executor = concurrent.futures.ThreadPoolExecutor(
-                    LOOKUP_THREADS, thread_name_prefix="webhooks-dns")
-            return self._executor.submit(function, *args)
+                    _thread_count(), thread_name_prefix="webhooks-dns")
+            future = self._in_flight.get(key)
+            if future is not None:
+                return future
+            future = self._in_flight[key] = self._executor.submit(resolver, host, port)
+        # Outside the lock: a future already done runs the callback here, at once.
+        future.add_done_callback(lambda done: self._forget(key, done))
+        return future
+
+    def _forget(self, key: tuple, done: concurrent.futures.Future) -> None:
+        with self._lock:
+            if self._in_flight.get(key) is done:
+                del self._in_flight[key]
+
+
+def _thread_count() -> int:
+    from .config import get_settings  # the settings of the process that makes the pool
+
+    return get_settings().dns_threads
 
 
 _lookups = _LookupPool()
@@ -98,12 +123,9 @@ def _resolve(resolver: Resolver, attempt: AttemptDeadline, host: str, port: int)
     """``resolver(host, port)`` within the attempt's time left; an address needs no look-up."""
     if _is_address(host):
         return resolver(host, port)
-    future = _lookups.submit(resolver, host, port)
-    try:
-        return future.result(timeout=attempt.remaining())
-    except concurrent.futures.TimeoutError:
-        future.cancel()  # still queued: never runs; running: its answer is dropped
-        raise
+    # Given up at the deadline, the look-up runs on for whoever else shares it (never
+    # cancelled: another attempt may still wait for it), then leaves its thread.
+    return _lookups.lookup(resolver, host, port).result(timeout=attempt.remaining())
 
 
 class _GuardedConnectionMixin:

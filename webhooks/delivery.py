@@ -27,7 +27,7 @@ from .outbox import publish_now
 from .record import Recorded, record
 from .signing import sign
 from .storable import storable_text
-from .transport import AttemptResult, HttpSender, Sender
+from .transport import LOCATION_LIMIT, AttemptResult, HttpSender, Sender
 
 __all__ = ["run_attempt", "delivery_headers", "default_sender", "rules_of"]
 
@@ -197,6 +197,7 @@ def _record(connection, claim, result, started_at, settings) -> _Finished | None
         connection, claim, step=step, rules=rules, started_at=started_at, now=now,
         duration_ms=result.duration_ms, status_code=result.status_code,
         error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
+        location=storable_text(result.location, LOCATION_LIMIT),
     )
     return None if done is None else _Finished(result, step, done)
 

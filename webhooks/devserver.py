@@ -36,6 +36,12 @@ from .supervisor import Supervisor
 
 __all__ = ["DEV_DEFAULTS", "dev_environment", "process_specs", "quiet_warnings", "run"]
 
+# The Procfile's gunicorn worker: its own error answers (414, 431, 400) are JSON (web/server.py).
+WEB_WORKER_CLASS = "web.server.JsonErrorWorker"
+
+# The dev worker's processes (prefork): attempts it can make at once.
+DEV_WORKER_CONCURRENCY = 2
+
 # Set for the three processes unless the user set them.
 DEV_DEFAULTS = {
     # A receiver on localhost (``webhooks listen``) is the point of dev mode.
@@ -46,6 +52,10 @@ DEV_DEFAULTS = {
     # The web process serves plain http on this machine: a Secure cookie would
     # never come back, and nobody could stay signed in to the dashboard.
     "WEBHOOKS_SECURE_COOKIES": "false",
+    # The production default (20 per account) is above the dev worker's 2 processes: one
+    # account's two hanging test pings would hold every process. One less than the
+    # processes leaves one for every other account.
+    "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": str(max(1, DEV_WORKER_CONCURRENCY - 1)),
 }
 
 
@@ -98,10 +108,12 @@ def process_specs(*, host: str, port: int, log_level: str = "INFO") -> list[tupl
     quiet = [] if debug else ["--quiet"]
     return [
         ("web", [python, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
-                 "--threads", "4", "--log-level", gunicorn_level, *access_log,
+                 "--threads", "4", "--worker-class", WEB_WORKER_CLASS,
+                 "--log-level", gunicorn_level, *access_log,
                  *_gunicorn_extra(), "web:create_app()"]),
         ("worker", [python, "-m", "celery", *quiet, "-A", "worker", "worker",
-                    "--loglevel", log_level, "--pool", "prefork", "--concurrency", "2",
+                    "--loglevel", log_level, "--pool", "prefork",
+                    "--concurrency", str(DEV_WORKER_CONCURRENCY),
                     "--queues", "webhooks,webhooks.maintenance"]),
         # beat's schedule file is under the data folder (celeryconfig.beat_schedule_filename).
         ("scheduler", [python, "-m", "celery", *quiet, "-A", "worker", "beat",

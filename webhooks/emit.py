@@ -1,10 +1,10 @@
 """emit_event(): validate, persist the event and its deliveries, publish after commit.
 
 One transaction stores the event and one delivery per matching
-subscription; the deliver messages are handed to the background publisher
-only after that transaction commits (a worker must never look for a row it
-cannot see yet). If publishing fails, the deliveries are parked and the
-sweep sends them.
+subscription; the deliver messages are handed to the process's publisher
+(publisher.py) only after that transaction commits (a worker must never look
+for a row it cannot see yet), and emit_event returns once the broker took
+them. If publishing fails, the deliveries are parked and the sweep sends them.
 """
 
 from __future__ import annotations
@@ -210,10 +210,18 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
     """Emit one event to every subscription of the account that wants its type.
 
     Raises InvalidEvent (a ValueError) for an unknown type or bad data, and
-    NotFound for an unknown account; nothing is stored then. With
-    ``session=``, the rows join the caller's transaction and the messages are
-    published after the caller commits. The same ``idempotency_key`` returns
-    the first event again (``duplicate=True``) and creates no deliveries.
+    NotFound for an unknown account; nothing is stored then. The same
+    ``idempotency_key`` returns the first event again (``duplicate=True``) and
+    creates no deliveries.
+
+    Without ``session`` the event and its deliveries are committed in a
+    transaction of their own before this returns. ``session`` is a SQLAlchemy
+    ``Session`` (or a ``scoped_session``, such as Flask-SQLAlchemy's
+    ``db.session``) connected to the service's database
+    (WEBHOOKS_DATABASE_URL): the rows join its transaction, nothing is
+    committed here, and the messages are published once the caller commits
+    (never if it rolls back). docs/integrate.md shows both, from Flask,
+    Django, a script and a cron job.
     """
     settings = get_settings()
     if session is not None:
@@ -223,7 +231,7 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
         return emitted
     emitted, dispatches = _emit_in_own_transaction(
         account_id, event_type, data, idempotency_key, settings)
-    publisher.submit(dispatches)
+    publisher.publish(dispatches)
     return emitted
 
 

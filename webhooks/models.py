@@ -41,6 +41,7 @@ __all__ = [
     "AttemptHour",
     "AttemptTotal",
     "WaitingCount",
+    "DashboardSession",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -231,6 +232,8 @@ class Attempt(Base):
     outcome: Mapped[str] = mapped_column(String(20))
     # The first KiB of the response body, decoded leniently, for the dashboard.
     response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # A 3xx answer's Location header (at most 1,000 characters), never followed.
+    location: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class AttemptHour(Base):
@@ -282,3 +285,26 @@ class WaitingCount(Base):
     pending: Mapped[int] = mapped_column(BigInteger)
     sending: Mapped[int] = mapped_column(BigInteger)
     paused: Mapped[int] = mapped_column(BigInteger)
+
+
+class DashboardSession(Base):
+    """A signed-in dashboard session, kept on the server (web/dashboard/sessions.py).
+
+    The browser's signed cookie holds a random token; the row holds its
+    SHA-256, so signing out (deleting the row) ends the session for every
+    copy of the cookie, and a row read from the database cannot be used as a
+    cookie. A session ends at ``expires_at`` at the latest. ``read_only``
+    is for sessions that may look but not act (portal links, CONTRACT 9.3);
+    sign-in with an API key makes full sessions.
+    """
+
+    __tablename__ = "dashboard_sessions"
+
+    # SHA-256 (hex) of the cookie's token.
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    account_id: Mapped[str] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Expired rows are deleted in bounded batches at each sign-in (sessions.py).
+    expires_at: Mapped[dt.datetime] = mapped_column(index=True)
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())

@@ -6,9 +6,10 @@ caller hands them here, never to Celery:
 - :func:`publish_now`: the worker, after its record committed: publish in
   this thread; what the broker refuses is parked for the sweep.
 - :func:`publish_after_commit`: ``emit_event(session=…)`` and the web app:
-  published by the background publisher once the session's transaction
-  commits, forgotten if it rolls back (a worker must never look for a row it
-  cannot see yet).
+  published by the process's publisher (publisher.py) once the session's
+  transaction commits, the commit returning after the broker took them or
+  they were parked; forgotten if it rolls back (a worker must never look
+  for a row it cannot see yet).
 - :func:`request_sweep_after_commit`: ask a worker to sweep now (a resume).
 
 :func:`on_commit` is the one after-commit mechanism, on SQLAlchemy's session
@@ -23,7 +24,7 @@ from typing import Callable, Sequence
 
 from sqlalchemy import event as sa_event
 from sqlalchemy import update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from . import publisher, queue
 from .db import session_scope
@@ -75,8 +76,14 @@ def on_commit(session: Session, action: Callable[[], object]) -> None:
     """Run ``action`` after ``session``'s transaction commits; never if it rolls back.
 
     An action that raises is logged, not raised: the change is committed, and
-    the sweep recovers a delivery whose message was not sent.
+    the sweep recovers a delivery whose message was not sent. ``session`` may be
+    a ``scoped_session`` (Flask-SQLAlchemy's ``db.session``): the hook goes on
+    the Session it stands for now.
     """
+    if isinstance(session, scoped_session):
+        # Events listened for on a scoped_session go to its Session class, i.e. to every
+        # session it will ever make: one more listener per request, for the life of the app.
+        session = session()
     if not session.info.get(_HOOKED):
         # Once per session, kept for its life: listeners cannot be removed while
         # the event that would remove them is being dispatched.
@@ -99,10 +106,10 @@ def _forget_actions(session: Session) -> None:
 
 
 def publish_after_commit(session: Session, dispatches: Sequence[Dispatch]) -> None:
-    """Publish through the background publisher once ``session`` commits."""
+    """Publish through the process's publisher once ``session`` commits (the commit waits)."""
     if dispatches:
         items = list(dispatches)
-        on_commit(session, lambda: publisher.submit(items))
+        on_commit(session, lambda: publisher.publish(items))
 
 
 def request_sweep_after_commit(session: Session) -> None:

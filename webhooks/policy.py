@@ -145,6 +145,9 @@ def carrier(wait: float, rules: Rules, countdown_room: Callable[[], bool] = lamb
     return Wait.COUNTDOWN if rides else Wait.PARKED
 
 
-def pauses(consecutive_failures: int, rules: Rules) -> bool:
-    """True once a subscription's consecutive failed attempts reach the threshold."""
-    return consecutive_failures >= rules.pause_after
+def pauses(consecutive_failures: int, rules: Rules, event_type: str) -> bool:
+    """True when a failed attempt of ``event_type`` leaves the subscription's counter at
+    ``consecutive_failures`` and that pauses it: the counter has reached the threshold and
+    the type is one a pause holds. A test.ping's failure counts, but never pauses by itself
+    (README, "Send test"): the next failure of another type does, once the counter is there."""
+    return consecutive_failures >= rules.pause_after and held_by_pause(event_type)

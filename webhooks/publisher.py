@@ -1,11 +1,14 @@
-"""Publish deliver messages from a background thread of the emitting process.
+"""Publish deliver messages from one thread of the emitting process, in shared batches.
 
-emit_event() commits its rows and hands the messages here; it never waits
-for the broker, so a slow or unreachable broker costs the caller nothing.
-The thread publishes whatever has accumulated in one pipelined batch, which
-is also faster than one publish per call. What the broker refuses is parked
-for the sweep; what a crash loses before it is published is still pending in
-the database, and the sweep re-sends it after WEBHOOKS_RECOVER_AFTER seconds.
+emit_event() commits its rows, hands the messages here and waits until they
+were accepted by the broker or parked for the sweep (CONTRACT 9.1): a script
+that emits and exits at once must not leave its publish to the interpreter's
+shutdown, when kombu's lazy imports fail and every message would be parked.
+A broker that is down costs the caller at most about WEBHOOKS_PUBLISH_TIMEOUT
+seconds once (queue.py). The thread publishes whatever the process's callers
+submitted meanwhile in one pipelined batch, faster than one publish per call.
+What a crash loses before it is published is still pending in the database,
+and the sweep re-sends it after WEBHOOKS_RECOVER_AFTER seconds.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from typing import Sequence
 
 from . import outbox
 
-__all__ = ["submit", "flush", "BackgroundPublisher"]
+__all__ = ["submit", "publish", "flush", "BackgroundPublisher"]
 
 log = logging.getLogger(__name__)
 
 EXIT_FLUSH_S = 5.0  # how long a finishing process waits for its messages to go out
 MAX_BATCH = 5000
+# Seconds a caller of publish() waits at most: the broker's own time-outs end a publish
+# long before this; past it the rows stay pending and the sweep sends them.
+PUBLISH_WAIT_S = 30.0
 
 
 def dispatch(batch: Sequence) -> int:
@@ -43,14 +49,27 @@ class BackgroundPublisher:
         self._idle = threading.Condition(self._lock)
         self._outstanding = 0
 
-    def submit(self, dispatches: Sequence) -> None:
-        """Queue messages for publishing; returns at once."""
+    def submit(self, dispatches: Sequence) -> threading.Event:
+        """Queue messages for publishing; returns at once, with an event that is set once
+        they were published or parked."""
+        done = threading.Event()
         if not dispatches:
-            return
+            done.set()
+            return done
         self._ensure_thread()
         with self._lock:
             self._outstanding += len(dispatches)
-        self._queue.put(list(dispatches))
+        self._queue.put((list(dispatches), done))
+        return done
+
+    def publish(self, dispatches: Sequence, timeout: float = PUBLISH_WAIT_S) -> bool:
+        """Publish with whatever other threads submitted meanwhile; return once these were
+        published or parked (True), or after ``timeout`` seconds (False: the sweep sends them)."""
+        published = self.submit(dispatches).wait(timeout)
+        if not published:
+            log.warning("%d deliveries not published within %g s; the sweep will send them",
+                        len(dispatches), timeout)
+        return published
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything submitted so far was published or parked; False on time-out."""
@@ -76,16 +95,21 @@ class BackgroundPublisher:
 
     def _run(self) -> None:
         while True:
-            batch = list(self._queue.get())
+            items, done = self._queue.get()
+            batch, waiting = list(items), [done]
             while len(batch) < MAX_BATCH:
                 try:
-                    batch.extend(self._queue.get_nowait())
+                    items, done = self._queue.get_nowait()
                 except queue_module.Empty:
                     break
+                batch.extend(items)
+                waiting.append(done)
             try:
                 dispatch(batch)
             except Exception:  # noqa: BLE001 - the rows are pending; the sweep re-sends them
                 log.exception("publishing %d deliveries failed; the sweep will send them", len(batch))
+            for done in waiting:
+                done.set()
             with self._idle:
                 self._outstanding -= len(batch)
                 if not self._outstanding:
@@ -94,6 +118,7 @@ class BackgroundPublisher:
 
 _publisher = BackgroundPublisher()
 submit = _publisher.submit
+publish = _publisher.publish
 flush = _publisher.flush
 
 

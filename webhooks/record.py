@@ -67,6 +67,7 @@ _ATTEMPT = {
     "error": bindparam("err", type_=Text),
     "outcome": bindparam("result", type_=Text),
     "response_excerpt": bindparam("excerpt", type_=Text),
+    "location": bindparam("redirect_to", type_=Text),
 }
 _SUBSCRIPTION_ID = bindparam("sub_id", type_=String(36))
 _THIS_SUBSCRIPTION = subscriptions.c.id == _SUBSCRIPTION_ID
@@ -166,7 +167,8 @@ def _record_portable(connection: Connection, params: dict, is_failure: bool):
 
 def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: policy.Rules,
            started_at: dt.datetime, now: dt.datetime, duration_ms: int, status_code: int | None,
-           error: str | None, excerpt: str | None) -> Recorded | None:
+           error: str | None, excerpt: str | None,
+           location: str | None = None) -> Recorded | None:
     """Record a finished attempt and carry out ``step``; None if the claim was taken back.
 
     A retry that rides a countdown comes back as a Dispatch with that
@@ -177,7 +179,7 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
         next_at=None if step.retry_after is None else now + dt.timedelta(seconds=step.retry_after),
         park=step.wait is policy.Wait.PARKED, now=now, t_started=started_at,
         t_duration=duration_ms, code=status_code, err=error, result=step.outcome.value,
-        excerpt=excerpt, sub_id=claim.subscription_id,
+        excerpt=excerpt, redirect_to=location, sub_id=claim.subscription_id,
     )
     run = _record_postgresql if connection.dialect.name == "postgresql" else _record_portable
     moved = run(connection, params, step.is_failure)
@@ -187,7 +189,7 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     status = step.status
     dispatch = (Dispatch(claim.delivery_id, claim.attempt_number, step.retry_after)
                 if step.wait is policy.Wait.COUNTDOWN else None)
-    paused_now = (failures is not None and policy.pauses(failures, rules)
+    paused_now = (failures is not None and policy.pauses(failures, rules, claim.event_type)
                   and pause_subscription(connection, claim.subscription_id, now))
     if paused_now:
         # The released delivery is held with the others; resume sends it.

@@ -1,12 +1,17 @@
 """One delivery attempt on the wire: a single HTTP POST, errors mapped once.
 
-``HttpSender`` posts with a per-thread ``requests.Session`` (keep-alive to
-each endpoint), never follows redirects, bounds the whole attempt (DNS,
-connect, TLS handshake, response) by one deadline (deadline.py,
-connections.py), reads at most ``DRAIN_LIMIT`` bytes of the response, trusts
-the CAs of ``WEBHOOKS_CA_BUNDLE`` for https, and connects only to addresses
-the guard allows, checked on the address actually connected to. Every
-exception becomes an ``AttemptResult`` with ``status_code=None``, an
+``HttpSender`` posts through requests' transport adapter alone, never a
+``requests.Session``: a session is a browser's client, with a cookie jar
+that would carry one tenant's ``Set-Cookie`` into another tenant's request,
+and redirect machinery that reads a 3xx body whole (and inflates it) before
+any limit applies. Here nothing is kept between attempts but the
+connection pool (keep-alive to each endpoint, one adapter per thread); no
+redirect is followed; at most ``DRAIN_LIMIT`` bytes of any body are read
+(response_body.py); the whole attempt (DNS, connect, TLS handshake,
+response) is bounded by one deadline (deadline.py, connections.py); https
+trusts the CAs of ``WEBHOOKS_CA_BUNDLE``; and only addresses the guard
+allows are connected to, checked on the address actually connected to.
+Every exception becomes an ``AttemptResult`` with ``status_code=None``, an
 ``error_kind`` and a short ``error`` (failures.py) here and nowhere else.
 Tests pass any callable with ``HttpSender.post``'s signature.
 """
@@ -20,29 +25,36 @@ from typing import Callable, Mapping
 
 import requests
 from requests.adapters import HTTPAdapter
+from requests.structures import CaseInsensitiveDict
 
 from . import connections
 from .connections import Resolver, system_resolver
 from .deadline import AttemptDeadline, watchdog
 from .failures import ErrorKind, Failure, from_exception, timeout
+from .retry_after import HONOURED_STATUSES
+from .response_body import DRAIN_LIMIT, EXCERPT_BYTES, READ_CHUNK, excerpt_of, read_bounded
 from .storable import storable_text
 
-__all__ = ["AttemptResult", "HttpSender", "Sender", "EXCERPT_BYTES", "DRAIN_LIMIT"]
+__all__ = ["AttemptResult", "HttpSender", "Sender", "EXCERPT_BYTES", "DRAIN_LIMIT",
+           "LOCATION_LIMIT"]
 
-EXCERPT_BYTES = 1024  # the part of the response body kept with the attempt
-DRAIN_LIMIT = 64 * 1024  # read this much to keep the connection alive; close beyond it
+LOCATION_LIMIT = 1000  # characters of a 3xx answer's Location kept with the attempt
 
 
 @dataclass(frozen=True)
 class AttemptResult:
     """What one POST produced. ``status_code`` is None when no response arrived; then
-    ``error`` says why and ``error_kind`` is its kind."""
+    ``error`` says why and ``error_kind`` is its kind. ``location`` is a 3xx answer's
+    ``Location`` header (never followed); ``retry_after`` the ``Retry-After`` header of a
+    429 or 503, as sent (retry_after.py reads it)."""
 
     status_code: int | None
     error: str | None
     duration_ms: int
     excerpt: str | None = None
     error_kind: ErrorKind | None = None
+    location: str | None = None
+    retry_after: str | None = None
 
     @classmethod
     def failed(cls, failure: Failure, duration_ms: int) -> "AttemptResult":
@@ -52,17 +64,31 @@ class AttemptResult:
 Sender = Callable[[str, bytes, Mapping[str, str]], AttemptResult]
 
 
-def _adapter(allow_private: bool, resolver: Resolver) -> HTTPAdapter:
-    """An HTTPAdapter whose pools use guarded connections; no retries of its own."""
-    pools = connections.pool_classes(allow_private, resolver)
+class _GuardedAdapter(HTTPAdapter):
+    """requests' transport adapter on guarded connection pools (connections.py), with no
+    retries of its own and no cookie jar on its answers."""
 
-    class GuardedAdapter(HTTPAdapter):
-        def init_poolmanager(self, *args, **kwargs):
-            super().init_poolmanager(*args, **kwargs)
-            self.poolmanager.pool_classes_by_scheme = pools
-            self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
+    def __init__(self, allow_private: bool, resolver: Resolver):
+        self._pool_classes = connections.pool_classes(allow_private, resolver)
+        super().__init__(max_retries=0, pool_connections=32, pool_maxsize=4)
 
-    return GuardedAdapter(max_retries=0, pool_connections=32, pool_maxsize=4)
+    def init_poolmanager(self, *args, **kwargs):
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = self._pool_classes
+        self.poolmanager.key_fn_by_scheme = dict(self.poolmanager.key_fn_by_scheme)
+
+    def build_response(self, req, resp) -> requests.Response:
+        """The answer as requests would build it, without reading its cookies: nothing an
+        endpoint sets is ever kept or sent again (CONTRACT 9.1)."""
+        response = requests.Response()
+        response.status_code = resp.status
+        response.headers = CaseInsensitiveDict(resp.headers)
+        response.raw = resp
+        response.reason = resp.reason
+        response.url = req.url
+        response.request = req
+        response.connection = self
+        return response
 
 
 def _failure_of(exc: BaseException, attempt: AttemptDeadline) -> Failure:
@@ -79,7 +105,8 @@ def _is_timeout(failure: Failure | None) -> bool:
 
 
 class HttpSender:
-    """Posts one attempt; safe to share between threads (one Session per thread)."""
+    """Posts one attempt; safe to share between threads (one adapter, so one set of
+    connection pools, per thread)."""
 
     def __init__(self, *, timeout: float, allow_private: bool, ca_bundle: str | None = None,
                  resolver: Resolver = system_resolver):
@@ -87,22 +114,16 @@ class HttpSender:
         CAs (None: certifi's); ``resolver``: getaddrinfo-shaped, the seam tests replace."""
         self.timeout = timeout
         self.allow_private = allow_private
-        self.ca_bundle = ca_bundle
+        # True: requests' context preloaded with certifi's CAs, built once per process.
+        self.verify: str | bool = ca_bundle or True
         self.resolver = resolver
         self._local = threading.local()
 
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = requests.Session()
-            session.trust_env = False  # no proxies, netrc or CA variables from the environment
-            # True: requests' context preloaded with certifi's CAs, built once per process.
-            session.verify = self.ca_bundle or True
-            adapter = _adapter(self.allow_private, self.resolver)
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            self._local.session = session
-        return session
+    def _adapter(self) -> _GuardedAdapter:
+        adapter = getattr(self._local, "adapter", None)
+        if adapter is None:
+            adapter = self._local.adapter = _GuardedAdapter(self.allow_private, self.resolver)
+        return adapter
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> AttemptResult:
         """POST ``body`` to ``url``; never raises for anything the endpoint does."""
@@ -111,19 +132,18 @@ class HttpSender:
         watchdog.add(attempt)
         connections.begin(attempt)
         try:
-            response = self._session().post(
-                url,
-                data=body,
-                headers=dict(headers),
-                timeout=(self.timeout, self.timeout),
-                allow_redirects=False,
-                stream=True,
-            )
+            # A prepared request alone: no session, so no cookies, proxies, netrc or
+            # environment; the URL's user and password become basic auth, as before.
+            request = requests.Request("POST", url, data=body, headers=dict(headers)).prepare()
+            response = self._adapter().send(request, stream=True, verify=self.verify,
+                                            timeout=(self.timeout, self.timeout), proxies={})
             attempt.phase = "response"
-            excerpt = _read_bounded(response)
+            excerpt = _read_excerpt(response)
             if attempt.expired:
                 raise TimeoutError("deadline passed while reading the body")
-            return AttemptResult(response.status_code, None, _ms_since(started), excerpt)
+            return AttemptResult(response.status_code, None, _ms_since(started), excerpt,
+                                 location=_location(response),
+                                 retry_after=_retry_after(response))
         except Exception as exc:  # noqa: BLE001 - the one place errors are mapped
             return AttemptResult.failed(_failure_of(exc, attempt), _ms_since(started))
         finally:
@@ -133,27 +153,36 @@ class HttpSender:
     __call__ = post
 
 
-def _read_bounded(response: requests.Response) -> str:
-    """Read up to DRAIN_LIMIT bytes, keep the first EXCERPT_BYTES; drop the rest.
-
-    A small body read to its end gives the connection back for reuse; a
-    larger one, or a read that fails, closes the connection instead.
-    """
-    received = bytearray()
-    complete = False
+def _read_excerpt(response: requests.Response) -> str:
+    """Read at most DRAIN_LIMIT raw bytes of the body (response_body.py) and keep its
+    decoded excerpt. A small body read to its end gives the connection back for reuse; a
+    larger one, or a read that fails, closes the connection instead."""
+    body = None
     try:
-        for chunk in response.raw.stream(16 * 1024, decode_content=False):
-            received += chunk
-            if len(received) > DRAIN_LIMIT:
-                break
-        else:
-            complete = True
+        body = read_bounded(response.raw.stream(READ_CHUNK, decode_content=False))
     finally:
-        if complete:
+        if body is not None and body.complete:
             response.raw.release_conn()
         else:
             response.close()
-    return storable_text(bytes(received[:EXCERPT_BYTES]).decode("utf-8", errors="replace"))
+    excerpt = excerpt_of(body, response.headers.get("Content-Encoding"))
+    return storable_text(excerpt.decode("utf-8", errors="replace"))
+
+
+def _location(response: requests.Response) -> str | None:
+    """A 3xx answer's Location (cut to LOCATION_LIMIT characters), for the attempt's record."""
+    if not 300 <= response.status_code < 400:
+        return None
+    location = response.headers.get("Location")
+    return storable_text(location, LOCATION_LIMIT) if location is not None else None
+
+
+def _retry_after(response: requests.Response) -> str | None:
+    """The Retry-After of a 429 or 503 (cut to 100 characters: no valid value is longer)."""
+    if response.status_code not in HONOURED_STATUSES:
+        return None
+    value = response.headers.get("Retry-After")
+    return None if value is None else value[:100]
 
 
 def _ms_since(started: float) -> int:

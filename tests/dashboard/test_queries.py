@@ -18,7 +18,7 @@ from .rows import add_attempts
 def test_hourly_outcomes_counts_the_accounts_attempts_per_hour(any_db, monkeypatch):
     from webhooks import publisher
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)  # no broker needed
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)  # no broker needed
     account_id, _ = make_account("alice")
     other_id, _ = make_account("bob")
     subscription = make_subscription(account_id, "https://one.example.com/in")
@@ -56,7 +56,7 @@ def test_status_counts_take_finished_deliveries_from_the_rollup_and_count_waitin
 
     from .rows import set_delivery
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account("alice")
     other_id, _ = make_account("bob")
     subscription = make_subscription(account_id, "https://one.example.com/in")

@@ -19,7 +19,7 @@ def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_re
         alice_client, alice, monkeypatch, status):
     from webhooks import publisher
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
     subscription_id = make_subscription(alice.account_id)
     original = dead_delivery(alice.account_id, subscription_id)
     set_delivery(original, status=status)
@@ -36,3 +36,28 @@ def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_re
     # The replay itself is pending, so it offers no Replay either; once it fails, it does.
     set_delivery(replay_id, status="dead", attempt_count=6)
     assert "Replay</button>" in text(alice_client.get(f"/dashboard/deliveries/{replay_id}"))
+
+
+def test_replay_from_a_stale_page_is_refused_naming_the_earlier_replay(alice_client, alice,
+                                                                       monkeypatch):
+    """The page hides the button once replayed, but a tab opened before (or a second click)
+    still posts: the server refuses it too (issue 22)."""
+    from sqlalchemy import select
+
+    from webhooks import publisher
+    from webhooks.db import session_scope
+    from webhooks.models import Delivery
+
+    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    subscription_id = make_subscription(alice.account_id)
+    original = dead_delivery(alice.account_id, subscription_id)
+    page = f"/dashboard/deliveries/{original}"
+    first = post_form(alice_client, page, f"{page}/replay")
+    replay_id = first.headers["Location"].rsplit("/", 1)[1]
+    again = post_form(alice_client, page, f"{page}/replay", follow_redirects=True)
+    shown = text(again)
+    assert "Not replayed: this delivery was replayed before, as" in shown
+    assert replay_id in shown
+    with session_scope() as session:
+        replays = session.scalars(select(Delivery.id).where(Delivery.replay_of == original)).all()
+    assert replays == [replay_id]

@@ -168,8 +168,10 @@ def _broker_at(monkeypatch, url: str):
 
 @pytest.mark.parametrize("broker", ["refused", "black hole"])
 def test_broker_unreachable_when_emitting(stack, fault_receiver, monkeypatch, broker):
-    """emit_event() returns at once and raises nothing; the deliveries are parked and the
-    workers' sweep (on the real broker) delivers them: the caller's broker was down, not theirs."""
+    """emit_event() raises nothing and returns once its deliveries are parked (CONTRACT 9.1):
+    the first call waits out the broker's time-out, the calls after it park at once while the
+    broker is marked down; the workers' sweep (on the real broker) delivers them all: the
+    caller's broker was down, not theirs."""
     clock = Clock()
     hole = BlackHole() if broker == "black hole" else None
     port = hole.port if hole else _closed_port()
@@ -177,16 +179,17 @@ def test_broker_unreachable_when_emitting(stack, fault_receiver, monkeypatch, br
     account_id, _ = make_account()
     make_subscription(account_id, fault_receiver.url("/later"))
     data = sample_data("email.sent")
-    slowest, ids = 0.0, []
+    took, ids = [], []
     for _ in range(20):
         started = time.monotonic()
         ids += emit_event(account_id, "email.sent", data).delivery_ids
-        slowest = max(slowest, time.monotonic() - started)
-    started = time.monotonic()
-    assert publisher.flush(60), "the publisher never gave up on the unreachable broker"
-    parked_after = time.monotonic() - started
+        took.append(time.monotonic() - started)
+    assert publisher.flush(0), "emit_event returned before its messages were published or parked"
+    slowest, parked_after = max(took), took[0]
     try:
-        assert slowest < 0.5, f"an emit_event call took {slowest:.2f} s"
+        # The broker's socket time-out (celeryconfig: at least 5 s) bounds the first call.
+        assert took[0] < 7, f"the first emit_event call took {took[0]:.2f} s"
+        assert max(took[1:]) < 0.5, f"an emit_event call after the first took {max(took[1:]):.2f} s"
         wait_until(lambda: status_counts(ids)["done"] == 20, timeout=30, what="all 20 delivered later")
     finally:
         if hole:
@@ -194,6 +197,6 @@ def test_broker_unreachable_when_emitting(stack, fault_receiver, monkeypatch, br
     arrivals = fault_receiver.arrivals()
     result = report(account(f"broker unreachable at emit ({broker})", arrivals, seconds=clock(),
                             notes={"slowest emit_event s": round(slowest, 3),
-                                   "publisher gave up after s": round(parked_after, 1)}))
+                                   "first emit_event (gave up) s": round(parked_after, 1)}))
     assert result.problems == [] and not missing_arrivals(arrivals)
     assert result.duplicates == 0 and result.attempts_recorded == 20

@@ -51,6 +51,7 @@ def _attempts(delivery_id: str):
     with get_engine().connect() as connection:
         return connection.execute(text(
             "SELECT a.number, a.status_code, a.error, a.outcome, a.duration_ms, a.response_excerpt,"
+            "       a.location,"
             "       EXTRACT(EPOCH FROM d.updated_at - a.started_at) AS record_after_s,"
             "       d.status, s.consecutive_failures, s.status AS subscription_status"
             "  FROM attempts a JOIN deliveries d ON d.id = a.delivery_id"
@@ -67,7 +68,7 @@ def test_every_zoo_endpoint_through_the_real_worker(zoo_stack):
             rows = connection.execute(text("SELECT status FROM deliveries")).scalars().all()
         return all(status in ("done", "failed", "dead") for status in rows)
 
-    wait_until(finished, timeout=60, what="every zoo delivery finished")
+    wait_until(finished, timeout=90, what="every zoo delivery finished")
     measured = {}
     for name, (_, expect) in zoo_stack.items():
         rows = _attempts(deliveries[name])
@@ -82,6 +83,7 @@ def test_every_zoo_endpoint_through_the_real_worker(zoo_stack):
             assert row.duration_ms <= (TIMEOUT_S + RECORD_SLACK_S) * 1000, (name, row)
             if expect.excerpt_has is not None:
                 assert expect.excerpt_has in row.response_excerpt, (name, row.response_excerpt)
+            assert row.location == expect.location, (name, row.location)
         assert float(last.record_after_s) <= TIMEOUT_S + RECORD_SLACK_S, (name, last)
         if expect.end == "dead":
             # Every failed attempt counted toward the pause: the third paused it.

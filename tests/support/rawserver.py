@@ -41,6 +41,7 @@ class RawServer:
                  tls: ssl.SSLContext | None = None, read_first: bool = True):
         self.behaviour, self.tls, self.read_first = behaviour, tls, read_first
         self.requests = 0
+        self.heads: list[bytes] = []  # the head of every request read, in order
         self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind((host, 0))
@@ -63,7 +64,7 @@ class RawServer:
                 conn.settimeout(60)
                 if self.tls is not None:
                     conn = self.tls.wrap_socket(conn, server_side=True)
-                read_request(conn)
+                self.heads.append(read_request(conn))
                 self.requests += 1
             self.behaviour(conn)
         except (OSError, ValueError):

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import ipaddress
 import socket
 import ssl
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -35,9 +37,11 @@ from cryptography.x509.oid import NameOID
 from tests.support.rawserver import RawServer
 
 __all__ = ["Certificates", "ZooEndpoint", "Expect", "zoo", "SLOW_DNS_SUFFIX", "slow_resolver",
-           "slow_lookups_held"]
+           "slow_lookups_held", "bomb", "REDIRECT_STATUSES", "HUGE_BODY_BYTES", "SHARED_DOMAIN",
+           "answer"]
 
 SLOW_DNS_SUFFIX = ".slow-dns.test"
+SHARED_DOMAIN = "shared.test"  # tenants' hosts under one cookie domain: *.shared.test is 127.0.0.1
 SLOW_DNS_SECONDS = 30.0  # far past any attempt's deadline in the tests
 
 
@@ -46,9 +50,12 @@ _lookups_released = threading.Event()
 
 def slow_resolver(host: str, port: int) -> list:
     """A resolver (the sender's seam) whose look-up of a SLOW_DNS_SUFFIX host hangs
-    (SLOW_DNS_SECONDS, or until ``slow_lookups_held`` ends)."""
+    (SLOW_DNS_SECONDS, or until ``slow_lookups_held`` ends), and for which every host
+    under SHARED_DOMAIN is 127.0.0.1."""
     if host.endswith(SLOW_DNS_SUFFIX):
         _lookups_released.wait(SLOW_DNS_SECONDS)
+        host = "127.0.0.1"
+    elif host.endswith("." + SHARED_DOMAIN):
         host = "127.0.0.1"
     return socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
 
@@ -179,6 +186,55 @@ def one_huge_header(size: int = 1024 * 1024) -> Callable:
     return behaviour
 
 
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+HUGE_BODY_BYTES = 200 * 1024 * 1024  # what a hostile answer claims and starts to send
+_MEMBER_ZEROS = 64 * 1024 * 1024  # zeros in one gzip member of a bomb
+_GZIP_MEMBERS = 16  # a gzip bomb: 16 members, 1 GiB of zeros in about 1 MB
+
+
+@functools.lru_cache(maxsize=None)
+def bomb(encoding: str) -> bytes:
+    """A compression bomb: ``gzip`` inflates to 1 GiB of zeros (16 concatenated members,
+    which decoders read as one body), ``deflate`` (zlib) to 64 MiB; each about 1 MB or
+    65 KB on the wire. Made once per process (about 0.4 s each)."""
+    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    compressor = zlib.compressobj(9, zlib.DEFLATED, wbits)
+    zeros = bytes(1024 * 1024)
+    member = b"".join([compressor.compress(zeros) for _ in range(_MEMBER_ZEROS // len(zeros))]
+                      + [compressor.flush()])
+    return member * (_GZIP_MEMBERS if encoding == "gzip" else 1)
+
+
+def streaming(status: int, size: int, headers: bytes = b"", chunk: bytes = b"z" * 65536) -> Callable:
+    """An answer that claims ``size`` bytes of body and sends them until the client leaves."""
+    def behaviour(conn):
+        conn.sendall(b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n%s\r\n" % (status, size, headers))
+        for _ in range(size // len(chunk)):
+            conn.sendall(chunk)
+    return behaviour
+
+
+def redirect(status: int, body: bytes | None = None, encoding: str | None = None,
+             location: bytes = b"/x") -> Callable:
+    """A 3xx to ``location``; with a huge streamed body, or ``body`` sent with ``encoding``."""
+    headers = b"Location: " + location + b"\r\n"
+    if body is None:
+        return streaming(status, HUGE_BODY_BYTES, headers)
+    if encoding:
+        headers += b"Content-Encoding: " + encoding.encode() + b"\r\n"
+    return answer(status, body, headers)
+
+
+def cookie_flood(count: int = 90, size: int = 8 * 1024, domain: str | None = None) -> Callable:
+    """A 200 that sets ``count`` cookies of ``size`` bytes each (for ``domain``, if given)."""
+    scope = b"; Path=/" + (b"; Domain=" + domain.encode() if domain else b"")
+    cookies = b"".join(b"Set-Cookie: planted%d=%s%s\r\n" % (i, b"c" * size, scope)
+                       for i in range(count))
+    # The server closes after each answer: saying so keeps a client from reusing the
+    # connection in the moment before the close reaches it (tests post here repeatedly).
+    return answer(200, b"ok", cookies + b"Connection: close\r\n")
+
+
 def garbage_status(conn):
     conn.sendall(b"HTTP/1.1 TWO HUNDRED\r\n\x00\xff\r\n\r\n")
 
@@ -202,6 +258,7 @@ class Expect:
     kind: str | None = None
     status_code: int | None = None
     excerpt_has: str | None = None
+    location: str | None = None  # the Location recorded with a 3xx answer
 
 
 def zoo(certificates: Certificates) -> dict[str, tuple[ZooEndpoint, Expect]]:
@@ -242,11 +299,49 @@ def zoo(certificates: Certificates) -> dict[str, tuple[ZooEndpoint, Expect]]:
                                Expect("dead", "timeout: no complete response", "timeout")),
         "dns-slow": (ZooEndpoint(answer(200)),
                      Expect("dead", "timeout: the DNS look-up", "timeout")),
+        **_redirects(),
+        "redirect-location-megabyte": (ZooEndpoint(redirect(302, b"", location=b"/" + b"l" * 2**20)),
+                                       Expect("dead", "protocol error", "protocol")),
+        "redirect-location-long": (ZooEndpoint(redirect(302, b"moved", location=b"/" + b"l" * 5000)),
+                                   Expect("dead", status_code=302, excerpt_has="moved",
+                                          location="/" + "l" * 999)),
+        "cookie-flood": (ZooEndpoint(cookie_flood()), Expect("done", status_code=200)),
+        "cookie-domain": (ZooEndpoint(cookie_flood(1, 16, domain=SHARED_DOMAIN)),
+                          Expect("done", status_code=200)),
+        **_bombs(),
     }
+
+
+def _redirects() -> dict[str, tuple[ZooEndpoint, Expect]]:
+    """Each redirect status with a 200 MB body, and with a gzip bomb: a 3xx is retried, its
+    Location kept, its body read no further than 64 KiB."""
+    endpoints = {}
+    for status in REDIRECT_STATUSES:
+        endpoints[f"redirect-{status}-huge"] = (
+            ZooEndpoint(redirect(status)),
+            Expect("dead", status_code=status, excerpt_has="zzz", location="/x"))
+        endpoints[f"redirect-{status}-gzip-bomb"] = (
+            ZooEndpoint(redirect(status, bomb("gzip"), "gzip")),
+            Expect("dead", status_code=status, excerpt_has="\ufffd", location="/x"))
+    return endpoints
+
+
+def _bombs() -> dict[str, tuple[ZooEndpoint, Expect]]:
+    """gzip and deflate bombs on a 200 (done) and a 500 (retried to dead)."""
+    endpoints = {}
+    for encoding in ("gzip", "deflate"):
+        body, headers = bomb(encoding), b"Content-Encoding: " + encoding.encode() + b"\r\n"
+        for status, end in ((200, "done"), (500, "dead")):
+            endpoints[f"{encoding}-bomb-{status}"] = (
+                ZooEndpoint(answer(status, body, headers)),
+                Expect(end, status_code=status, excerpt_has="\ufffd"))
+    return endpoints
 
 
 def url_of(name: str, endpoint: ZooEndpoint) -> str:
     """The URL a subscription uses for a zoo endpoint (the slow-DNS one goes through a name)."""
     if name == "dns-slow":
         return endpoint.url(host="zoo" + SLOW_DNS_SUFFIX)
+    if name.startswith("cookie-"):
+        return endpoint.url(host="tenant-a." + SHARED_DOMAIN)
     return endpoint.url()

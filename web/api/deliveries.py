@@ -11,7 +11,7 @@ from collections import defaultdict
 from flask import Blueprint, Response, url_for
 from sqlalchemy import select
 
-from webhooks import store
+from webhooks.recover import replay_once
 from webhooks.states import REPLAYABLE
 from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
 
@@ -107,10 +107,13 @@ def get(delivery_id: str) -> Response:
     "Replay a delivery",
     description="A new delivery of the same event to the same subscription (attempts from 1, "
     "`replay_of` set); the original stays as it was. Only a `failed` or `dead` delivery can "
-    "be replayed. While the subscription is paused the replay waits as `paused`.",
+    "be replayed, and only once: a delivery replayed before (here, from the dashboard or by "
+    "`recover`) answers 409 `already_replayed`, whose message names the earlier replay's id. "
+    "While the subscription is paused the replay waits as `paused`.",
     responses={202: ("The new delivery", DeliverySchema)},
+    headers={202: {"Location": "the new delivery's path, `/api/webhooks/deliveries/{id}`"}},
     errors={409: "`not_replayable`: the delivery is not failed or dead, "
-                 "or its subscription was deleted"},
+                 "or its subscription was deleted; `already_replayed`: it was replayed before"},
 )
 def replay(delivery_id: str) -> Response:
     original = _own(delivery_id)
@@ -123,6 +126,7 @@ def replay(delivery_id: str) -> Response:
             "not_replayable",
             f"Only failed or dead deliveries can be replayed; this one is {shown}.",
         )
-    replayed = store.replay_delivery(db_session(), original, utcnow())  # published after commit
+    # Conflict already_replayed (409, web/errors.py) if it was; published after commit.
+    replayed = replay_once(db_session(), original, utcnow())
     location = url_for(".get", delivery_id=replayed.id)
     return json_response(_ONE, delivery_resource(replayed, []), 202, {"Location": location})

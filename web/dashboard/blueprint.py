@@ -1,7 +1,9 @@
 """The dashboard blueprint: sign-in state, CSRF, HTML errors, security headers.
 
-Sign-in keeps only the account's id in Flask's signed session cookie (never
-the API key); every request loads that account again, so a page always
+Sign-in keeps the account's id and a session token in Flask's signed session
+cookie (never the API key); the session itself is a row on the server
+(sessions.py), so signing out ends it for every copy of the cookie. Every
+request checks that row and loads the account again, so a page always
 belongs to one account and every query is scoped to it. Every POST must
 carry the form's CSRF token (Flask-WTF), checked here before any view runs;
 the JSON API elsewhere in the app uses Bearer keys and is not affected.
@@ -17,6 +19,7 @@ from urllib.parse import urlsplit
 from flask import (
     Blueprint,
     Response,
+    current_app,
     flash,
     g,
     redirect,
@@ -30,10 +33,12 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from webhooks.logs import mask_url_passwords
-from webhooks.models import Account
+from webhooks.models import Account, utcnow
 
 from ..errors import rate_limit_exceeded
 from ..transaction import db_session
+from . import sessions
+from .plain_http import plain_http_advice
 from .url_breaks import breakable_url
 
 __all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
@@ -45,6 +50,7 @@ bp = Blueprint("dashboard", __name__, url_prefix="/dashboard")
 csrf = CSRFProtect()
 
 _ACCOUNT_KEY = "account_id"
+_TOKEN_KEY = "session"  # the token of the session's row (sessions.py)
 # Endpoints that answer without a signed-in account.
 PUBLIC_ENDPOINTS = {"dashboard.index", "dashboard.sign_in", "dashboard.sign_out"}
 
@@ -74,13 +80,20 @@ def signed_in_account_id() -> str | None:
 
 
 def start_session(account: Account) -> None:
-    """Start a fresh session for ``account`` (the old one, CSRF token included, is dropped)."""
+    """Start a fresh session for ``account`` (the old one, CSRF token included, is dropped),
+    stored on the server until PERMANENT_SESSION_LIFETIME from now."""
+    sessions.close_session(db_session(), session.get(_TOKEN_KEY))
+    token = sessions.open_session(db_session(), account.id, utcnow(),
+                                  current_app.permanent_session_lifetime)
     session.clear()
     session[_ACCOUNT_KEY] = account.id
-    session.permanent = True  # expires after PERMANENT_SESSION_LIFETIME, checked on every request
+    session[_TOKEN_KEY] = token
+    session.permanent = True  # the cookie expires with the row
 
 
 def end_session() -> None:
+    """End the session on the server (every copy of the cookie) and clear this cookie."""
+    sessions.close_session(db_session(), session.get(_TOKEN_KEY))
     session.clear()
 
 
@@ -94,6 +107,10 @@ def safe_next(target: str | None) -> str:
         return default
     if "\\" in target or target.startswith("//"):
         return default
+    if any(ord(character) < 32 or ord(character) == 127 for character in target):
+        # CR/LF would split the Location header (Werkzeug refuses it: a 500); a path never
+        # holds a control character unencoded.
+        return default
     return target
 
 
@@ -103,12 +120,22 @@ def _check_csrf() -> None:
     csrf.protect()
 
 
+def _signed_in_account() -> Account | None:
+    """The account of this request's session if the session is live on the server."""
+    account_id = session.get(_ACCOUNT_KEY)
+    if not isinstance(account_id, str):
+        return None
+    live = sessions.live_session(db_session(), session.get(_TOKEN_KEY), utcnow())
+    if live is None or live.account_id != account_id:
+        return None  # signed out, expired, or a cookie from before sessions were stored
+    return db_session().get(Account, account_id)
+
+
 @bp.before_request
 def _load_account():
-    account_id = session.get(_ACCOUNT_KEY)
-    account = db_session().get(Account, account_id) if isinstance(account_id, str) else None
-    if account is None and account_id is not None:
-        session.clear()  # the account is gone
+    account = _signed_in_account()
+    if account is None and session.get(_ACCOUNT_KEY) is not None:
+        session.clear()  # the session ended, or the account is gone
     g.dashboard_account = account
     if account is None and request.endpoint not in PUBLIC_ENDPOINTS:
         if request.method == "GET":
@@ -155,9 +182,10 @@ def _pretty_json(body: bytes | None) -> str:
         return body.decode("utf-8", "replace")
 
 
-def _error_page(status: int, title: str, message: str) -> Response:
+def _error_page(status: int, title: str, message: str, advice: str | None = None) -> Response:
     return Response(
-        render_template("dashboard/error.html", status=status, title=title, message=message),
+        render_template("dashboard/error.html", status=status, title=title, message=message,
+                        advice=advice),
         status=status,
         mimetype="text/html",
     )
@@ -171,6 +199,8 @@ def _csrf_error(error: CSRFError):
         "The form could not be accepted",
         "It was missing its security token, or the token has expired. Go back, reload the "
         "page and try again.",
+        # Over plain http with Secure cookies, reloading never helps: say why (plain_http.py).
+        plain_http_advice(),
     )
 
 

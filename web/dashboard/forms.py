@@ -53,6 +53,20 @@ class _CheckboxList(SelectMultipleField):
     option_widget = widgets.CheckboxInput()
 
 
+def _storable(_form, field) -> None:
+    """No NUL character, no unpaired surrogate: the database cannot store them (a 500 on
+    PostgreSQL); the API's Text field refuses the same."""
+    value = field.data
+    if not isinstance(value, str):
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("Remove the characters that cannot be stored.") from None
+    if "\x00" in value:
+        raise ValidationError("Remove the NUL character (\\0): it cannot be stored.")
+
+
 def _valid_url(_form, field) -> None:
     problem = url_problem(field.data or "")
     if problem:
@@ -98,7 +112,7 @@ class SubscriptionForm(FlaskForm):
     event_types = _CheckboxList("Types", choices=[SelectChoice(t.name) for t in CATALOGUE])
     description = TextAreaField(
         "Description (optional)",
-        validators=[Optional(), Length(max=MAX_DESCRIPTION_LENGTH)],
+        validators=[Optional(), Length(max=MAX_DESCRIPTION_LENGTH), _storable],
         filters=[lambda value: value.strip() if isinstance(value, str) else value],
         render_kw={"rows": 2},
     )
@@ -169,10 +183,20 @@ class RotateForm(FlaskForm):
         return int(self.activate_in.data) if self.activate_in.data else None
 
 
+# The recover window's times: shown as the first, 24-hour UTC as every time of the
+# dashboard; the second (an ISO 8601 "T") is taken too.
+RECOVER_TIME_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
+_RECOVER_TIME_INPUT = {"type": "text", "placeholder": "YYYY-MM-DD HH:MM", "autocomplete": "off",
+                       "spellcheck": "false", "size": 16}
+
+
 class RecoverForm(FlaskForm):
     """The window of deliveries to recover, in UTC (as every time the dashboard shows)."""
 
-    since = DateTimeLocalField("From (UTC)", format="%Y-%m-%dT%H:%M",
-                               validators=[DataRequired("Enter when the window starts.")])
-    until = DateTimeLocalField("Until (UTC, optional)", format="%Y-%m-%dT%H:%M",
-                               validators=[Optional()])
+    # Shown as text (render_kw), not <input type="datetime-local">: a browser shows that in the local
+    # 12- or 24-hour format, beside pages that show every time as 24-hour UTC.
+    since = DateTimeLocalField("From (UTC)", format=list(RECOVER_TIME_FORMATS),
+                          render_kw=_RECOVER_TIME_INPUT,
+                          validators=[DataRequired("Enter when the window starts.")])
+    until = DateTimeLocalField("Until (UTC, optional)", format=list(RECOVER_TIME_FORMATS),
+                          render_kw=_RECOVER_TIME_INPUT, validators=[Optional()])

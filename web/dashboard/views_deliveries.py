@@ -6,7 +6,7 @@ import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from webhooks import store
+from webhooks.recover import replay_once
 from webhooks.states import REPLAYABLE
 from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.errors import Conflict
@@ -74,6 +74,7 @@ def deliveries():
     return render_template(
         "dashboard/deliveries.html",
         deliveries=rows,
+        replayed=queries.replayed_among(session, account_id, [d.id for d in rows]),
         filters=filters,
         statuses=queries.PUBLIC_STATUSES,
         event_types=EVENT_TYPE_NAMES,
@@ -113,7 +114,7 @@ def delivery(delivery_id: str):
 def replay_delivery(delivery_id: str):
     original = _own(delivery_id)
     try:
-        replayed = store.replay_delivery(db_session(), original, utcnow())
+        replayed = replay_once(db_session(), original, utcnow())
     except Conflict as error:
         shown = queries.public_status(original.status)
         reason = (f"only failed or dead deliveries can be replayed; this one is {shown}"

@@ -16,6 +16,7 @@ from ..transaction import db_session
 from . import chart, queries
 from .blueprint import bp, current_account, end_session, safe_next, start_session
 from .forms import SignInForm
+from .plain_http import plain_http_advice
 
 log = logging.getLogger("web.dashboard")
 
@@ -30,7 +31,7 @@ def chart_since(now: dt.datetime) -> dt.datetime:
 
 
 def hourly_chart(account_id: str, subscription_id: str | None = None, title: str | None = None) -> Markup:
-    """The last 24 hours of attempts by outcome, as inline SVG."""
+    """The last 24 hours of attempts by outcome, as inline SVG, and its legend as HTML."""
     now = utcnow()
     rows = queries.hourly_outcomes(db_session(), account_id, chart_since(now), subscription_id)
     buckets = chart.hourly_buckets(rows, now, HOURS)
@@ -39,12 +40,13 @@ def hourly_chart(account_id: str, subscription_id: str | None = None, title: str
         title=title or "Delivery attempts per hour, last 24 hours",
         id_prefix="chart-" + (subscription_id or "all")[:8],
     )
-    # render_chart escapes every text it writes; the rest is markup it built.
-    return Markup(svg)
+    # render_chart and render_legend escape every text they write; the rest is their markup.
+    return Markup(svg + chart.render_legend(buckets))
 
 
 def _sign_in_page(form: SignInForm, status: int = 200):
-    return render_template("dashboard/sign_in.html", form=form), status
+    return render_template("dashboard/sign_in.html", form=form,
+                           plain_http_advice=plain_http_advice()), status
 
 
 @bp.get("/")

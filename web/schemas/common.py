@@ -12,7 +12,7 @@ import datetime as dt
 from marshmallow import EXCLUDE, Schema, fields, validate
 
 __all__ = [
-    "UTCTimestamp", "Text", "ErrorDetailSchema", "ErrorSchema", "describe_errors",
+    "UTCTimestamp", "UTCMoment", "Text", "ErrorDetailSchema", "ErrorSchema", "describe_errors",
     "DEFAULT_LIMIT", "MAX_LIMIT", "PageQuerySchema", "next_cursor_field",
 ]
 
@@ -32,6 +32,31 @@ class UTCTimestamp(fields.DateTime):
             return None
         utc = value.astimezone(dt.timezone.utc)
         return utc.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+
+
+class UTCMoment(fields.AwareDateTime):
+    """An ISO 8601 moment in a request (without an offset: UTC), loaded as an aware UTC datetime.
+
+    A date near the ends of the calendar can be valid with its offset and
+    outside it in UTC (``0001-01-01T00:00:00+14:00`` is a moment of year 0):
+    that is a 400 naming the field, where comparing it later would raise
+    OverflowError (a 500).
+    """
+
+    default_error_messages = {
+        "out_of_range": "Must be a moment between years 1 and 9999 in UTC.",
+    }
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("default_timezone", dt.timezone.utc)
+        super().__init__(**kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        moment = super()._deserialize(value, attr, data, **kwargs)
+        try:
+            return moment.astimezone(dt.timezone.utc)
+        except OverflowError:
+            raise self.make_error("out_of_range") from None
 
 
 class Text(fields.String):

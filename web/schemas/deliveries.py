@@ -55,6 +55,12 @@ class AttemptSchema(Schema):
         allow_none=True,
         metadata={"description": "the first KiB of the response body, decoded leniently"},
     )
+    location = fields.String(
+        required=True,
+        allow_none=True,
+        metadata={"description": "the Location header of a 3xx answer (at most 1,000 "
+                                 "characters; never followed), else null"},
+    )
 
 
 class DeliverySchema(Schema):

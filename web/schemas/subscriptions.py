@@ -20,7 +20,7 @@ from webhooks.models import Subscription, SubscriptionStatus, utcnow
 from webhooks.rotation import ACTIVATE_IN_MAX, secrets_at
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
-from .common import PageQuerySchema, Text, UTCTimestamp, next_cursor_field
+from .common import PageQuerySchema, Text, UTCMoment, UTCTimestamp, next_cursor_field
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",
@@ -248,12 +248,12 @@ class RotateSecretSchema(Schema):
 class RecoverSchema(Schema):
     """Body of ``POST /subscriptions/<id>/recover``: the window ``[since, until)``."""
 
-    since = fields.AwareDateTime(
-        required=True, default_timezone=dt.timezone.utc,
+    since = UTCMoment(
+        required=True,
         metadata={"description": "ISO 8601; deliveries created at or after this moment "
                                  "(without an offset: UTC); not in the future"})
-    until = fields.AwareDateTime(
-        load_default=None, allow_none=True, default_timezone=dt.timezone.utc,
+    until = UTCMoment(
+        load_default=None, allow_none=True,
         metadata={"description": "ISO 8601; deliveries created before this moment; left out "
                                  "or null: up to now"})
 
@@ -262,6 +262,11 @@ class RecoveredSchema(Schema):
     """Answer of ``POST /subscriptions/<id>/recover``."""
 
     replayed = fields.Integer(required=True, metadata={"description": "replays made"})
+    held = fields.Integer(
+        required=True,
+        metadata={"description": "how many of the replays wait in `paused` because the "
+                                 "subscription is paused: they go out when it is resumed "
+                                 "(0 while it is active)"})
     more = fields.Boolean(
         required=True,
         metadata={"description": "true when the window holds more deliveries to replay than "
