@@ -57,6 +57,9 @@ UNITS = {
     "WEBHOOKS_DB_MAX_OVERFLOW": "connections",
     "WEBHOOKS_MAX_SUBSCRIPTIONS": "subscriptions",
     "WEBHOOKS_TRUSTED_PROXIES": "proxies",
+    "WEBHOOKS_CLOCK_REFRESH": "seconds",
+    "WEBHOOKS_READ_OWN_WRITES_FOR": "seconds",
+    "WEBHOOKS_READ_MAX_LAG": "seconds",
 }
 
 
