@@ -42,7 +42,9 @@ _SESSION = "webhooks_session"
 # The API's lists; every page of the dashboard blueprint also reads the replica.
 REPLICA_ENDPOINTS = frozenset({"deliveries.list_page", "subscriptions.list_all"})
 _PRIMARY_UNTIL = "read_primary_until"  # in the dashboard's signed cookie: a Unix time
-_WRITE_NOTHING = frozenset({"dashboard.sign_in", "dashboard.sign_out"})  # forms that store nothing
+# Signing out ends the session: nothing is read after it. Signing in stores the session that
+# every page then checks, so it counts as a change like any other form.
+_WRITE_NOTHING = frozenset({"dashboard.sign_out"})
 
 
 def reads_replica() -> bool:
