@@ -25,7 +25,8 @@ TABLES = "dashboard_sessions, waiting_counts, attempt_totals, attempt_hours, att
 # no PostgreSQL, no Redis, no worker process, no command run as a process of
 # its own. They run on SQLite and local sockets.
 SERVER_FIXTURES = {"postgres", "redis_broker", "workers"}
-SERVER_MARKERS = {"integration", "fault", "soak", "schemathesis", "database", "process"}
+SERVER_MARKERS = {"integration", "fault", "soak", "schemathesis", "database", "process",
+                  "cluster"}
 # A module's own markers: `pytestmark = pytest.mark.x` or `= [pytest.mark.x, ...]` at column 0.
 _PYTESTMARK = re.compile(r"^pytestmark\s*=\s*(\[[^\]]*\]|.*)$", re.MULTILINE)
 _MARK_NAME = re.compile(r"\bmark\.(\w+)")
