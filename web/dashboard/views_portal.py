@@ -28,6 +28,9 @@ log = logging.getLogger("web.dashboard")
 def _spent_link_page():
     if current_account() is not None:
         end_session()
+        # Answers of 400 and up roll the request's transaction back (web/transaction.py):
+        # the ended session must stay ended.
+        db_session().commit()
     return render_template("dashboard/link_spent.html"), 410
 
 
