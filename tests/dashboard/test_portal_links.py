@@ -124,6 +124,7 @@ def test_by_default_no_page_may_be_framed(app, alice):
         assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
         assert response.headers["X-Frame-Options"] == "DENY"
     assert "SameSite=Lax" in opened.headers["Set-Cookie"]
+    assert "Partitioned" not in opened.headers["Set-Cookie"]
 
 
 @pytest.fixture
@@ -141,7 +142,7 @@ def test_allowed_origins_may_frame_a_portal_session_only(framing_app, alice):
         assert "frame-ancestors https://app.example.com http://127.0.0.1:9000;" in policy
         assert "X-Frame-Options" not in response.headers
     cookie = opened.headers["Set-Cookie"]
-    assert "SameSite=None" in cookie and "Secure" in cookie
+    assert "SameSite=None" in cookie and "Secure" in cookie and "Partitioned" in cookie
     # The page that says a link was used may be framed too, so the embedding page shows it.
     spent = framing_app.test_client().get(link_path("used-or-unknown"))
     assert "frame-ancestors https://app.example.com" in spent.headers["Content-Security-Policy"]

@@ -13,8 +13,12 @@ A portal link (webhooks/portal_links.py) opens a dashboard session marked
   except for a portal session's pages when ``WEBHOOKS_PORTAL_FRAME_ANCESTORS``
   lists origins: those pages allow exactly those origins.
 - A framed page from another site gets its cookie only if it is
-  ``SameSite=None``, which browsers accept only with ``Secure``: so a portal
-  session's cookie is ``SameSite=None; Secure`` while framing is allowed.
+  ``SameSite=None``, which browsers accept only with ``Secure``; and browsers
+  that block third-party cookies (Chromium does) still keep one that is
+  ``Partitioned`` (CHIPS: kept apart for each embedding site). So a portal
+  session's cookie is ``SameSite=None; Secure; Partitioned`` while framing is
+  allowed. ``Secure`` cookies need https, except on http://localhost and
+  http://127.0.0.1, which browsers treat as secure origins.
 """
 
 from __future__ import annotations
@@ -56,8 +60,8 @@ def _framed_portal_session() -> bool:
 
 
 class PortalCookieSessionInterface(SecureCookieSessionInterface):
-    """Flask's signed-cookie sessions, with ``SameSite=None; Secure`` for a portal session
-    while framing is allowed (every other cookie keeps the app's settings)."""
+    """Flask's signed-cookie sessions, with ``SameSite=None; Secure; Partitioned`` for a portal
+    session while framing is allowed (every other cookie keeps the app's settings)."""
 
     def get_cookie_samesite(self, app):
         if _framed_portal_session():
@@ -66,3 +70,6 @@ class PortalCookieSessionInterface(SecureCookieSessionInterface):
 
     def get_cookie_secure(self, app):
         return True if _framed_portal_session() else super().get_cookie_secure(app)
+
+    def get_cookie_partitioned(self, app):
+        return True if _framed_portal_session() else super().get_cookie_partitioned(app)
