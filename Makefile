@@ -7,7 +7,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test test-fast install
+.PHONY: run test test-fast install docs
 
 $(BIN)/.installed: setup.cfg setup.py
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed, found " + sys.version.split()[0] + ": run make PYTHON=python3.11 ...")'
@@ -18,6 +18,10 @@ $(BIN)/.installed: setup.cfg setup.py
 
 $(BIN)/.installed-test: $(BIN)/.installed
 	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+$(BIN)/.installed-docs: $(BIN)/.installed
+	$(BIN)/pip install --quiet -e '.[docs]'
 	touch $@
 
 install: $(BIN)/.installed
@@ -39,3 +43,10 @@ test: $(BIN)/.installed-test
 ## of Hypothesis (a pytest plugin), about 1.5 s of CPU each. No schemathesis in this tier.
 test-fast: $(BIN)/.installed-test
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --tier fast -q -p no:schemathesis
+
+## docs: the Python API reference, from the docstrings (Sphinx autodoc), in build/docs/html.
+## -W turns every warning into an error (a docstring that does not render, a module that does
+## not import); -E rebuilds from scratch, so no warning hides in an old build's cache.
+docs: $(BIN)/.installed-docs
+	$(BIN)/sphinx-build -W --keep-going -E -q -b html docs/reference build/docs/html
+	@echo "the API reference: build/docs/html/index.html"

@@ -102,6 +102,14 @@ def test_an_account_id_that_is_no_id_says_so(cli, account_id, reason):
     assert reason in line and "`webhooks accounts create`" in line
 
 
+def test_an_api_key_given_as_the_account_says_it_looks_like_an_api_key_and_hides_it(cli):
+    api_key = "whk_" + "k" * 43
+    data = json.dumps(sample_data("email.sent"))
+    [line] = refused(cli("emit", api_key, "email.sent", "--data", data))
+    assert "looks like an API key, not an account id" in line
+    assert '"id", not its "api_key"' in line and api_key not in line
+
+
 def test_data_that_is_not_json_gives_the_parser_reason_and_the_account_too(cli):
     lines = refused(cli("emit", UNKNOWN_ACCOUNT, "email.sent", "--data", "{not json"))
     assert lines[1] == ("--data is not valid JSON: Expecting property name enclosed in "

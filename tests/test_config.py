@@ -1,5 +1,7 @@
 """Settings from the environment exactly as CONTRACT 1 says; bad values name the variable."""
 
+import re
+
 import pytest
 
 from webhooks.config import load_settings
@@ -145,3 +147,27 @@ def test_malformed_retention_settings_name_the_variable(name, value, message):
     with pytest.raises(ConfigError) as error:
         load_settings({name: value})
     assert name in str(error.value) and message in str(error.value)
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("WEBHOOKS_RETENTION_DAYS", "abc", "WEBHOOKS_RETENTION_DAYS must be a whole number of days"),
+    ("WEBHOOKS_TIMEOUT", "fast", "WEBHOOKS_TIMEOUT must be a number of seconds"),
+    ("WEBHOOKS_MAX_PAYLOAD_BYTES", "1MB", "WEBHOOKS_MAX_PAYLOAD_BYTES must be a whole number of "
+                                          "bytes"),
+    ("WEBHOOKS_MAX_IN_FLIGHT", "many", "WEBHOOKS_MAX_IN_FLIGHT must be a whole number of attempts"),
+])
+def test_a_value_that_is_no_number_is_refused_in_the_variable_s_own_unit(name, value, message):
+    with pytest.raises(ConfigError) as error:
+        load_settings({name: value})
+    assert str(error.value).startswith(message) and "seconds or items" not in str(error.value)
+
+
+def test_every_number_variable_has_its_unit():
+    """A variable added to config.py without its UNITS entry would fall back to no unit."""
+    import inspect
+
+    from webhooks import config, config_values
+
+    source = inspect.getsource(config) + inspect.getsource(config_values)
+    numbers = set(re.findall(r'positive_number\(\s*env, "(WEBHOOKS_[A-Z_]+)"', source))
+    assert numbers and numbers <= set(config_values.UNITS), numbers - set(config_values.UNITS)

@@ -136,6 +136,35 @@ def test_session_joins_the_callers_transaction_and_publishes_after_commit(accoun
     session.close()
 
 
+def test_a_scoped_session_as_flask_sqlalchemy_has_it_hooks_each_request_s_session_only(
+        account, published, monkeypatch):
+    """db.session of Flask-SQLAlchemy is a scoped_session: one Session per request. A hook
+    on the scoped_session itself would go on the Session class: one more listener per
+    request, each run at every commit of every session of the process."""
+    from sqlalchemy.orm import scoped_session, sessionmaker
+
+    from webhooks import outbox
+    from webhooks.db import get_engine
+
+    runs = []
+    real = outbox._run_actions
+    monkeypatch.setattr(outbox, "_run_actions", lambda session: runs.append(1) or real(session))
+    factory = sessionmaker(bind=get_engine())
+    scoped = scoped_session(factory)
+    for request in range(3):
+        event = emit_event(account, "email.sent", sample_data("email.sent"), session=scoped)
+        assert event.delivery_ids[0] not in [p.delivery_id for p in published.settled()]
+        scoped.commit()
+        assert published.settled()[-1].delivery_id == event.delivery_ids[-1]
+        scoped.remove()  # the end of the request
+    assert counts() == (3, 3)
+    runs.clear()
+    other = factory()  # a session that never emitted
+    other.commit()
+    other.close()
+    assert runs == []
+
+
 def test_session_rollback_stores_and_publishes_nothing(account, published):
     session = get_sessionmaker()()
     emit_event(account, "email.sent", sample_data("email.sent"), session=session)

@@ -140,10 +140,28 @@ def test_a_paused_subscription_holds_the_replays(subscription):
     with session_scope() as session:
         session.execute(update(Subscription).where(Subscription.id == subscription.id)
                         .values(status="paused", paused_at=now))
-    assert _recover(subscription, now - 2 * HOUR).replayed == 2
+    recovered = _recover(subscription, now - 2 * HOUR)
+    assert (recovered.replayed, recovered.held) == (2, 1)  # the held one waits for resume
     statuses = {original: (r.status, r.parked) for original, r in _replays(subscription).items()}
     assert statuses.pop(ping) == ("pending", True)  # test.ping is never held
     assert list(statuses.values()) == [("paused", False)]
+
+
+def test_held_adds_up_over_batches_and_is_0_while_active(subscription):
+    now = utcnow()
+    for i in range(3):
+        _make(subscription, "failed", now - HOUR + dt.timedelta(seconds=i))
+    with session_scope() as session:
+        session.execute(update(Subscription).where(Subscription.id == subscription.id)
+                        .values(status="paused", paused_at=now))
+    paused = _recover(subscription, now - 2 * HOUR, batch=2)
+    assert (paused.replayed, paused.held) == (3, 3)
+    _make(subscription, "dead", now - HOUR)
+    with session_scope() as session:
+        session.execute(update(Subscription).where(Subscription.id == subscription.id)
+                        .values(status="active", paused_at=None))
+    active = _recover(subscription, now - 2 * HOUR)
+    assert (active.replayed, active.held) == (1, 0)
 
 
 @pytest.mark.parametrize("since, until, message", [

@@ -6,7 +6,7 @@ error it answers beyond the ones every route of its kind can answer. The
 error responses that follow from the route's shape are added by
 :func:`error_responses`, so they cannot be forgotten: 400 for a body or a
 query string, 401 for a route that needs a key, 404 for a route with an id,
-413 for a body, 429 and 500 for every route.
+413 for a body, 405 (another method of the path), 429 and 500 for every route.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class ApiDoc:
     errors: dict[int, str] = field(default_factory=dict)
     # False when the view reports its own query errors (listed in ``errors``).
     query_errors: bool = True
+    # Headers of a success response: {status: {header name: description}}.
+    headers: dict[int, dict[str, str]] = field(default_factory=dict)
 
 
 def documented(
@@ -49,14 +51,16 @@ def documented(
     public: bool = False,
     errors: dict[int, str] | None = None,
     query_errors: bool = True,
+    headers: dict[int, dict[str, str]] | None = None,
 ) -> Callable:
-    """Attach an :class:`ApiDoc` to a view; ``errors`` maps extra statuses to their codes."""
+    """Attach an :class:`ApiDoc` to a view; ``errors`` maps extra statuses to their codes,
+    ``headers`` a success status to the headers its answer carries (name: description)."""
 
     def decorate(view: Callable) -> Callable:
         view.api_doc = ApiDoc(
             summary=summary, responses=responses, description=description, body=body,
             body_required=body_required, query=query, public=public, errors=dict(errors or {}),
-            query_errors=query_errors,
+            query_errors=query_errors, headers=dict(headers or {}),
         )
         return view
 
@@ -85,6 +89,8 @@ def error_responses(doc: ApiDoc, has_path_id: bool) -> dict[int, str]:
         add(401, "`unauthorized`: no API key, or not a valid one")
     if has_path_id:
         add(404, "`not_found`: no such object among the caller's own")
+    add(405, "`method_not_allowed`: the path does not support the request's method (not this "
+             "operation's: another one); `Allow` lists the methods it supports")
     add(429, "`rate_limited`: over WEBHOOKS_API_RATE_LIMIT (by default 100 per second) "
              "for this API key's account, or for this address on a route without a key")
     for status, text in doc.errors.items():

@@ -10,6 +10,7 @@ apispec. Built once per app, on first request.
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -39,9 +40,13 @@ Outbound webhooks: subscriptions, the delivery log, replay, and the event catalo
 event types and this document. An account sees and changes only its own objects; another
 account's id answers 404 exactly like a missing one.
 
-**Errors**: always `{"error": {"code": "<snake_case>", "message": "<sentence>"}}`. Besides the
-statuses listed per operation, any route answers 405 `method_not_allowed` (with `Allow`) to a
-method it does not support, and an unknown path answers 404 `not_found`.
+**Errors**: always `{"error": {"code": "<snake_case>", "message": "<sentence>"}}`. Every
+operation lists the statuses it answers; 405 `method_not_allowed` (with `Allow`) is what its
+path answers to a method it does not support, and an unknown path answers 404 `not_found`.
+A 401 carries `WWW-Authenticate: Bearer realm="webhooks"`.
+
+**Version**: `info.version` is the service version (WEBHOOKS_VERSION, `info.x-service-version`,
+the date that deliveries carry) written as a release number, `2026-07-30` as `2026.7.30`.
 
 **Pagination** (`GET /deliveries`, `GET /subscriptions`): newest first; pass `next_cursor`
 back as `cursor`.
@@ -50,6 +55,27 @@ back as `cursor`.
 when its caller is over its limit: the account of the API key, or the address on a route
 without a key. Send test has a further limit per subscription.
 """
+
+
+_RESPONSE_HEADERS = {
+    "401": {"WWW-Authenticate": {
+        "description": "the scheme to authenticate with: `Bearer realm=\"webhooks\"`",
+        "required": True, "schema": {"type": "string"}}},
+    "405": {"Allow": {
+        "description": "the methods the path supports, comma-separated",
+        "required": True, "schema": {"type": "string"}}},
+    "429": {"Retry-After": {
+        "description": "whole seconds to wait before the limit lets the next request in, "
+                       "at least 1",
+        "required": True, "schema": {"type": "integer", "minimum": 1}}},
+}
+
+
+def document_version(service_version: str) -> str:
+    """``info.version``: WEBHOOKS_VERSION (a YYYY-MM-DD date) as a PEP 440 release number,
+    ``2026-07-30`` -> ``2026.7.30``, because client generators make it their package's version
+    and Python packaging refuses a date with dashes."""
+    return ".".join(str(int(part)) for part in service_version.split("-"))
 
 
 def openapi_document(app: Flask) -> dict:
@@ -63,12 +89,14 @@ def openapi_document(app: Flask) -> dict:
 def build_openapi(app: Flask) -> dict:
     """Build the OpenAPI document of every route of ``app`` under the API prefix."""
     plugin = MarshmallowPlugin()
+    service_version = get_settings().version
     spec = APISpec(
         title="Webhooks API",
-        version=get_settings().version,
+        version=document_version(service_version),
         openapi_version=OPENAPI_VERSION,
         plugins=[plugin],
-        info={"description": _DESCRIPTION},
+        # The date itself, as deliveries carry it (body `version`, X-Service-Version).
+        info={"description": _DESCRIPTION, "x-service-version": service_version},
         security=[{"bearerAuth": []}],
     )
     # The core's strict fields are strings with a known format.
@@ -145,13 +173,6 @@ def _add_envelope_components(spec: APISpec) -> None:
     )
 
 
-_RETRY_AFTER = {
-    "description": "whole seconds to wait before the limit lets the next request in, at least 1",
-    "required": True,
-    "schema": {"type": "integer", "minimum": 1},
-}
-
-
 def _schema_ref(schema) -> Any:
     """A response schema as apispec takes it: a Schema class, or a ref to a named component."""
     if isinstance(schema, str):
@@ -169,10 +190,15 @@ def _operation(doc: ApiDoc, endpoint: str, arguments: list[str]) -> dict:
         response: dict[str, Any] = {"description": description}
         if schema is not None:
             response["content"] = _json(schema)
+        if status in doc.headers:
+            response["headers"] = {
+                name: {"description": text, "required": True, "schema": {"type": "string"}}
+                for name, text in doc.headers[status].items()}
         responses[str(status)] = response
     for status, description in error_responses(doc, bool(arguments)).items():
         responses[str(status)] = {"description": description, "content": _json(ErrorSchema)}
-    responses["429"]["headers"] = {"Retry-After": _RETRY_AFTER}
+        if str(status) in _RESPONSE_HEADERS:
+            responses[str(status)]["headers"] = copy.deepcopy(_RESPONSE_HEADERS[str(status)])
     parameters: list[dict] = [
         {
             "name": name,

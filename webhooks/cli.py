@@ -187,10 +187,15 @@ def _account_problem(account_id: str) -> str | None:
     """Why ``account_id`` names no account, or None when it names one."""
     import uuid
 
+    from .accounts import API_KEY_PREFIX
     from .db import session_scope
     from .models import Account
 
     hint = "give the id that `webhooks accounts create` printed"
+    if account_id.startswith(API_KEY_PREFIX):
+        # Not quoted back: a key is a secret, and this line may end up in a log.
+        return (f"the account given ({API_KEY_PREFIX}…) looks like an API key, not an account "
+                f"id: {hint} as \"id\", not its \"api_key\"")
     try:
         canonical = str(uuid.UUID(account_id))
     except ValueError:

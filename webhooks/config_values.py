@@ -29,7 +29,39 @@ def get(env: Mapping[str, str], name: str) -> str | None:
     return None if value is None else value.strip()
 
 
+# What each number counts, for the message that refuses a value that is no number.
+UNITS = {
+    "WEBHOOKS_RETENTION_DAYS": "days",
+    "WEBHOOKS_TIMEOUT": "seconds",
+    "WEBHOOKS_SWEEP_INTERVAL": "seconds",
+    "WEBHOOKS_RECOVER_AFTER": "seconds",
+    "WEBHOOKS_PURGE_INTERVAL": "seconds",
+    "WEBHOOKS_PURGE_SECONDS": "seconds",
+    "WEBHOOKS_PUBLISH_TIMEOUT": "seconds",
+    "WEBHOOKS_HSTS_MAX_AGE": "seconds",
+    "WEBHOOKS_COUNTDOWN_LIMIT": "seconds",
+    "WEBHOOKS_COUNTDOWN_MAX": "retries",
+    "WEBHOOKS_MAX_PAYLOAD_BYTES": "bytes",
+    "WEBHOOKS_MAX_REQUEST_BYTES": "bytes",
+    "WEBHOOKS_PAUSE_AFTER": "consecutive failures",
+    "WEBHOOKS_MAX_IN_FLIGHT": "attempts",
+    "WEBHOOKS_TEST_MAX_IN_FLIGHT": "attempts",
+    "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "attempts",
+    "WEBHOOKS_DNS_THREADS": "threads",
+    "WEBHOOKS_SWEEP_BATCH": "deliveries",
+    "WEBHOOKS_PURGE_BATCH": "deliveries",
+    "WEBHOOKS_RECOVER_BATCH": "deliveries",
+    "WEBHOOKS_RECOVER_MAX": "deliveries",
+    "WEBHOOKS_DB_POOL_SIZE": "connections",
+    "WEBHOOKS_DB_MAX_OVERFLOW": "connections",
+    "WEBHOOKS_MAX_SUBSCRIPTIONS": "subscriptions",
+    "WEBHOOKS_TRUSTED_PROXIES": "proxies",
+}
+
+
 def positive_number(env, name: str, default: float, *, integer: bool = False, allow_zero=False):
+    """The number in ``env[name]`` (``default`` if unset or empty); ConfigError naming the
+    variable, what it counts (UNITS) and the bound when it is no number or out of bounds."""
     raw = get(env, name)
     if raw is None or raw == "":
         return default
@@ -37,7 +69,8 @@ def positive_number(env, name: str, default: float, *, integer: bool = False, al
         value = int(raw) if integer else float(raw)
     except ValueError:
         kind = "a whole number" if integer else "a number"
-        raise ConfigError(f"{name} must be {kind} of seconds or items, got {raw!r}") from None
+        unit = f" of {UNITS[name]}" if name in UNITS else ""
+        raise ConfigError(f"{name} must be {kind}{unit}, got {raw!r}") from None
     if value < 0 or (value == 0 and not allow_zero) or value != value or value == float("inf"):
         bound = "0 or more" if allow_zero else "greater than 0"
         raise ConfigError(f"{name} must be {bound}, got {raw!r}")

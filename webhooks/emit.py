@@ -210,10 +210,18 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
     """Emit one event to every subscription of the account that wants its type.
 
     Raises InvalidEvent (a ValueError) for an unknown type or bad data, and
-    NotFound for an unknown account; nothing is stored then. With
-    ``session=``, the rows join the caller's transaction and the messages are
-    published after the caller commits. The same ``idempotency_key`` returns
-    the first event again (``duplicate=True``) and creates no deliveries.
+    NotFound for an unknown account; nothing is stored then. The same
+    ``idempotency_key`` returns the first event again (``duplicate=True``) and
+    creates no deliveries.
+
+    Without ``session`` the event and its deliveries are committed in a
+    transaction of their own before this returns. ``session`` is a SQLAlchemy
+    ``Session`` (or a ``scoped_session``, such as Flask-SQLAlchemy's
+    ``db.session``) connected to the service's database
+    (WEBHOOKS_DATABASE_URL): the rows join its transaction, nothing is
+    committed here, and the messages are published once the caller commits
+    (never if it rolls back). docs/integrate.md shows both, from Flask,
+    Django, a script and a cron job.
     """
     settings = get_settings()
     if session is not None:

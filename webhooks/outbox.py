@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 from sqlalchemy import event as sa_event
 from sqlalchemy import update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from . import publisher, queue
 from .db import session_scope
@@ -76,8 +76,14 @@ def on_commit(session: Session, action: Callable[[], object]) -> None:
     """Run ``action`` after ``session``'s transaction commits; never if it rolls back.
 
     An action that raises is logged, not raised: the change is committed, and
-    the sweep recovers a delivery whose message was not sent.
+    the sweep recovers a delivery whose message was not sent. ``session`` may be
+    a ``scoped_session`` (Flask-SQLAlchemy's ``db.session``): the hook goes on
+    the Session it stands for now.
     """
+    if isinstance(session, scoped_session):
+        # Events listened for on a scoped_session go to its Session class, i.e. to every
+        # session it will ever make: one more listener per request, for the life of the app.
+        session = session()
     if not session.info.get(_HOOKED):
         # Once per session, kept for its life: listeners cannot be removed while
         # the event that would remove them is being dispatched.

@@ -11,7 +11,10 @@ It is bounded: the work is done in transactions of ``batch`` deliveries
 ``limit`` deliveries per call (WEBHOOKS_RECOVER_MAX); ``more`` says that the
 window holds more, and calling again continues where this call stopped. The
 replays are parked and due, so the sweep (requested after each commit) sends
-them, however many there are. Concurrent calls for one subscription take
+them, however many there are. While the subscription is paused the replays
+wait in ``paused`` (as any delivery of a paused subscription does, test.ping
+excepted) and go out when it is resumed: ``held`` counts those, so that a
+caller can say so. Concurrent calls for one subscription take
 turns batch by batch (an advisory lock on PostgreSQL; SQLite's BEGIN
 IMMEDIATE already serialises writers), which keeps "never twice" exact.
 
@@ -43,10 +46,13 @@ _LOCK_SEED = 9127  # apart from the claim's turn lock (claim.py)
 
 @dataclass(frozen=True)
 class Recovered:
-    """What one call did: how many replays it made, and whether the window holds more."""
+    """What one call did: how many replays it made (``replayed``), how many of them wait in
+    ``paused`` until the subscription is resumed (``held``, a part of ``replayed``), and
+    whether the window holds more (``more``)."""
 
     replayed: int
     more: bool
+    held: int = 0
 
 
 def check_window(since: dt.datetime, until: dt.datetime | None, now: dt.datetime) -> None:
@@ -70,16 +76,18 @@ def recover(session: Session, subscription_id: str, since: dt.datetime,
     check_window(since, until, now)
     # Deliveries created after the call began (its own replays, among others) are not in it.
     end = now if until is None else min(until, now)
-    replayed = 0
+    replayed = held = 0
     while True:
         size = min(batch, limit - replayed)
         if size <= 0:  # this call's share is done; the window may hold more
-            return Recovered(replayed, more=_any_left(session, subscription_id, since, end))
-        made = _replay_batch(session, subscription_id, since, end, now, size)
+            return Recovered(replayed, more=_any_left(session, subscription_id, since, end),
+                             held=held)
+        made, made_held = _replay_batch(session, subscription_id, since, end, now, size)
         session.commit()
         replayed += made
+        held += made_held
         if made < size:
-            return Recovered(replayed, more=False)
+            return Recovered(replayed, more=False, held=held)
 
 
 def _replays_of(original_id):
@@ -126,8 +134,9 @@ def replay_once(session: Session, delivery: Delivery, now: dt.datetime) -> Deliv
 
 
 def _replay_batch(session: Session, subscription_id: str, since: dt.datetime,
-                  end: dt.datetime, now: dt.datetime, size: int) -> int:
-    """One transaction's worth: replay up to ``size`` deliveries; returns how many."""
+                  end: dt.datetime, now: dt.datetime, size: int) -> tuple[int, int]:
+    """One transaction's worth: replay up to ``size`` deliveries; returns how many, and how
+    many of them are held ``paused`` (the subscription is paused)."""
     _take_turn(session, subscription_id)
     subscription = session.execute(
         select(Subscription.status).where(Subscription.id == subscription_id,
@@ -138,12 +147,13 @@ def _replay_batch(session: Session, subscription_id: str, since: dt.datetime,
     paused = subscription.status == SubscriptionStatus.PAUSED.value
     originals = session.execute(_candidates(subscription_id, since, end).limit(size)).all()
     if not originals:
-        return 0
-    rows = [replay_row(original, held=paused and held_by_pause(original.event_type),
-                       parked=True, now=now) for original in originals]
+        return 0, 0
+    held = [paused and held_by_pause(original.event_type) for original in originals]
+    rows = [replay_row(original, held=is_held, parked=True, now=now)
+            for original, is_held in zip(originals, held)]
     session.execute(insert(_deliveries), rows)
     request_sweep_after_commit(session)
-    return len(rows)
+    return len(rows), sum(held)
 
 
 def _any_left(session: Session, subscription_id: str, since: dt.datetime,

@@ -45,7 +45,7 @@ def test_every_route_is_documented_with_its_methods(app, document):
     routes = _flask_routes(app)
     documented = {path: set(ops) for path, ops in document["paths"].items()}
     assert documented == routes
-    assert len(routes) == 13  # the contract's routes and this document
+    assert len(routes) == 15  # the contract's routes and this document
 
 
 def test_the_document_is_openapi_3(document):
@@ -85,6 +85,36 @@ def test_every_operation_documents_its_errors(document):
     assert "not_replayable" in replay["responses"]["409"]["description"]
     samples = document["paths"]["/api/webhooks/events/samples"]["get"]
     assert "unknown_event_type" in samples["responses"]["400"]["description"]
+
+
+def test_the_headers_that_answers_carry_are_documented(app, document):
+    """Location on 201 and 202, WWW-Authenticate on 401, Allow on 405, Retry-After on 429;
+    each checked against what the app really answers."""
+    for path, method, operation in _operations(document):
+        responses = operation["responses"]
+        assert set(responses["405"]["headers"]) == {"Allow"}, (path, method)
+        assert set(responses["429"]["headers"]) == {"Retry-After"}, (path, method)
+        if "401" in responses:
+            assert set(responses["401"]["headers"]) == {"WWW-Authenticate"}, (path, method)
+    create = document["paths"]["/api/webhooks/subscriptions"]["post"]["responses"]["201"]
+    replay = (document["paths"]["/api/webhooks/deliveries/{delivery_id}/replay"]["post"]
+              ["responses"]["202"])
+    assert create["headers"]["Location"]["required"] and replay["headers"]["Location"]["required"]
+
+    client = app.test_client()
+    unauthorized = client.get("/api/webhooks/subscriptions")
+    assert unauthorized.status_code == 401
+    assert unauthorized.headers["WWW-Authenticate"] == 'Bearer realm="webhooks"'
+    not_allowed = client.put("/api/webhooks/event-types")
+    assert not_allowed.status_code == 405 and "GET" in not_allowed.headers["Allow"]
+
+
+def test_info_version_is_a_release_number_python_packaging_accepts(document):
+    from packaging.version import Version
+
+    assert document["info"]["x-service-version"] == "2026-07-30"
+    assert document["info"]["version"] == "2026.7.30"
+    assert str(Version(document["info"]["version"])) == "2026.7.30"
 
 
 def test_the_resource_schemas_match_the_contract(document):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from webhooks.db import session_scope
 from webhooks.models import Delivery, Subscription, utcnow
@@ -252,9 +252,67 @@ def test_rotate_refuses_a_body_that_is_not_json(client, alice):
                    content_type="application/json"), 400, "invalid_json")
 
 
+# --- rotate-secret/activate and rotate-secret/cancel (CONTRACT 9.3) ---------------------
+
+
+def _staged_action(client, caller, subscription_id, action):
+    return client.post(f"{BASE}/{subscription_id}/rotate-secret/{action}", headers=caller.headers)
+
+
+def test_activate_lets_the_staged_secret_sign_from_now_on(client, alice):
+    created = _create(client, alice)
+    staged = _rotate(client, alice, created["id"], json={"activate_in": 3600}).get_json()
+    response = _staged_action(client, alice, created["id"], "activate")
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert body["secret"] == staged["next_secret"]
+    assert body["next_secret"] is None and body["next_secret_active_at"] is None
+    got = client.get(f"{BASE}/{created['id']}", headers=alice.headers).get_json()
+    assert got["secret"] == staged["next_secret"]
+
+
+def test_cancel_drops_the_staged_secret_and_keeps_the_secret(client, alice):
+    created = _create(client, alice)
+    _rotate(client, alice, created["id"], json={"activate_in": 3600})
+    response = _staged_action(client, alice, created["id"], "cancel")
+    assert response.status_code == 200, response.get_json()
+    body = response.get_json()
+    assert "secret" not in body  # a subscription without its secrets, as PATCH answers
+    assert body["next_secret_active_at"] is None
+    got = client.get(f"{BASE}/{created['id']}", headers=alice.headers).get_json()
+    assert got["secret"] == created["secret"] and got["next_secret"] is None
+
+
+@pytest.mark.parametrize("action", ["activate", "cancel"])
+def test_with_nothing_staged_activate_and_cancel_answer_409_and_change_nothing(
+        client, alice, action):
+    created = _create(client, alice)
+    _error(_staged_action(client, alice, created["id"], action), 409, "nothing_staged")
+    _rotate(client, alice, created["id"], json={"activate_in": 3600})
+    _staged_action(client, alice, created["id"], "cancel")
+    _error(_staged_action(client, alice, created["id"], action), 409, "nothing_staged")
+    got = client.get(f"{BASE}/{created['id']}", headers=alice.headers).get_json()
+    assert got["secret"] == created["secret"] and got["next_secret"] is None
+
+
+@pytest.mark.parametrize("action", ["activate", "cancel"])
+def test_a_staged_secret_whose_time_came_is_no_longer_staged(client, alice, action):
+    created = _create(client, alice)
+    staged = _rotate(client, alice, created["id"], json={"activate_in": 3600}).get_json()
+    with session_scope() as session:  # as if the hour had passed
+        session.execute(update(Subscription).where(Subscription.id == created["id"])
+                        .values(next_secret_active_at=utcnow() - dt.timedelta(seconds=1)))
+    _error(_staged_action(client, alice, created["id"], action), 409, "nothing_staged")
+    got = client.get(f"{BASE}/{created['id']}", headers=alice.headers).get_json()
+    assert got["secret"] == staged["next_secret"]
+
+
 def test_rotate_and_recover_another_account_s_subscription_is_404(client, alice, bob):
     created = _create(client, alice)
     _error(_rotate(client, bob, created["id"], json={"activate_in": 60}), 404, "not_found")
+    _rotate(client, alice, created["id"], json={"activate_in": 60})
+    for action in ("activate", "cancel"):
+        _error(_staged_action(client, bob, created["id"], action), 404, "not_found")
     response = client.post(f"{BASE}/{created['id']}/recover", headers=bob.headers,
                            json={"since": "2026-01-01T00:00:00Z"})
     _error(response, 404, "not_found")
@@ -297,7 +355,7 @@ def test_recover_replays_failed_and_dead_deliveries_once(client, alice, broker):
 
     response = _recover(client, alice, subscription_id, since=since)
     assert response.status_code == 202
-    assert response.get_json() == {"replayed": 2, "more": False}
+    assert response.get_json() == {"replayed": 2, "more": False, "held": 0}
     broker.settle()
     assert broker.sweeps >= 1  # the parked replays go out through the sweep
     with session_scope() as session:
@@ -306,7 +364,7 @@ def test_recover_replays_failed_and_dead_deliveries_once(client, alice, broker):
         assert all(r.subscription_id == subscription_id for r in replays)
 
     again = _recover(client, alice, subscription_id, since=since)
-    assert again.status_code == 202 and again.get_json() == {"replayed": 0, "more": False}
+    assert again.status_code == 202 and again.get_json() == {"replayed": 0, "more": False, "held": 0}
 
 
 def test_recover_honours_until(client, alice, broker):
@@ -317,7 +375,19 @@ def test_recover_honours_until(client, alice, broker):
     response = _recover(client, alice, subscription_id,
                         since=_iso(utcnow() - dt.timedelta(hours=3)),
                         until=_iso(utcnow() - dt.timedelta(hours=1)))
-    assert response.get_json() == {"replayed": 1, "more": False}
+    assert response.get_json() == {"replayed": 1, "more": False, "held": 0}
+
+
+def test_recover_on_a_paused_subscription_counts_the_held_replays(client, alice, broker):
+    subscription_id = make_subscription(alice.account_id, status="paused")
+    _failed_deliveries(alice, subscription_id, ["failed", "dead"])
+    response = _recover(client, alice, subscription_id,
+                        since=_iso(utcnow() - dt.timedelta(minutes=5)))
+    assert response.get_json() == {"replayed": 2, "more": False, "held": 2}
+    with session_scope() as session:
+        statuses = session.scalars(select(Delivery.status).where(
+            Delivery.replay_of.is_not(None))).all()
+    assert statuses == ["paused", "paused"]
 
 
 def test_recover_says_when_the_window_holds_more_than_one_call_replays(
@@ -331,9 +401,9 @@ def test_recover_says_when_the_window_holds_more_than_one_call_replays(
     _failed_deliveries(alice, subscription_id, ["failed", "dead", "failed"])
     since = _iso(utcnow() - dt.timedelta(minutes=5))
     assert _recover(client, alice, subscription_id, since=since).get_json() == {
-        "replayed": 2, "more": True}
+        "replayed": 2, "more": True, "held": 0}
     assert _recover(client, alice, subscription_id, since=since).get_json() == {
-        "replayed": 1, "more": False}
+        "replayed": 1, "more": False, "held": 0}
 
 
 @pytest.mark.parametrize("window, message", [

@@ -14,6 +14,7 @@ from web.dashboard.chart import (
     hourly_buckets,
     nice_ceiling,
     render_chart,
+    render_legend,
 )
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -95,6 +96,20 @@ def test_the_svg_stacks_each_hour_by_outcome_with_heights_in_proportion():
     assert "Succeeded: 40" in legend and "Failed, last: 2" in legend
     assert "attempts per hour, hours in UTC" in legend
     assert not {"Done", "Failed", "Dead"} & {text.split(":")[0] for text in legend}
+
+
+def test_the_html_legend_names_the_same_series_and_totals_as_the_svg_s():
+    start = floor_hour(NOW) - dt.timedelta(hours=23)
+    buckets = [Bucket(start + dt.timedelta(hours=i), {"done": 2, "dead": 1}) for i in range(24)]
+    legend = ET.fromstring(render_legend(buckets))  # well-formed
+    assert legend.tag == "ul" and legend.get("class") == "chart-legend"
+    items = ["".join(item.itertext()) for item in legend]
+    svg_legend = [t.text for t in parse(render_chart(buckets)).iter(f"{SVG}text")
+                  if t.get("class") == "legend"]
+    assert items == svg_legend == ["Succeeded: 48", "Failed, retried: 0", "Refused (4xx): 0",
+                                   "Failed, last: 24"]
+    patterns = [item.find("span").get("class") for item in legend]
+    assert patterns == ["swatch", "swatch", "swatch pattern-stripes", "swatch pattern-cross"]
 
 
 def test_an_empty_period_says_so():

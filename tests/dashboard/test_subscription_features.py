@@ -122,6 +122,70 @@ def test_the_recover_form_replays_once(alice_client, alice, monkeypatch):
     assert "0 failed or dead deliveries replayed" in text(again)
 
 
+def test_the_recover_form_offers_the_last_24_hours_in_24_hour_utc_text(alice_client, alice):
+    subscription_id = make_subscription(alice.account_id)
+    page = text(alice_client.get(_page(subscription_id)))
+    since = re.search(r'<input[^>]*id="since"[^>]*>', page).group()
+    assert 'type="text"' in since and 'placeholder="YYYY-MM-DD HH:MM"' in since
+    shown = dt.datetime.strptime(re.search(r'value="([^"]+)"', since).group(1), "%Y-%m-%d %H:%M")
+    back = utcnow().replace(tzinfo=None) - shown
+    assert dt.timedelta(hours=24) <= back < dt.timedelta(hours=24, minutes=1)
+
+
+@pytest.mark.parametrize("since", ["%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"])
+def test_the_recover_form_takes_a_space_or_a_t(alice_client, alice, since):
+    subscription_id = make_subscription(alice.account_id)
+    _failed(alice, subscription_id, 1)
+    page = _page(subscription_id)
+    moment = (utcnow() - dt.timedelta(hours=1)).strftime(since)
+    response = post_form(alice_client, page, f"{page}/recover", {"since": moment},
+                         follow_redirects=True)
+    assert "1 failed or dead delivery replayed" in text(response)
+
+
+def test_a_replayed_delivery_is_marked_in_the_lists(alice_client, alice):
+    subscription_id = make_subscription(alice.account_id)
+    failed, kept = _failed(alice, subscription_id, 2)
+    page = _page(subscription_id)
+    post_form(alice_client, f"/dashboard/deliveries/{failed}",
+              f"/dashboard/deliveries/{failed}/replay", {})
+    for listing in ("/dashboard/deliveries", page):
+        rows = re.findall(r"<tr[^>]*>.*?</tr>", text(alice_client.get(listing)), re.S)
+        row_of = {d: next(r for r in rows if f"/deliveries/{d}" in r) for d in (failed, kept)}
+        assert ">replayed</span>" in row_of[failed], listing
+        assert ">replayed</span>" not in row_of[kept], listing
+
+
+def test_the_help_text_names_no_file_of_the_repository(alice_client, alice):
+    page = text(alice_client.get(_page(make_subscription(alice.account_id))))
+    assert "docs/secret-rotation.md" not in page
+    assert "accept a delivery signed with either" in page
+
+
+def test_recover_on_a_paused_subscription_says_the_replays_wait_for_resume(
+        alice_client, alice):
+    subscription_id = make_subscription(alice.account_id, status="paused")
+    _failed(alice, subscription_id, 3)
+    page = _page(subscription_id)
+    assert "This subscription is paused: what you recover" in text(alice_client.get(page))
+    since = _window(utcnow() - dt.timedelta(hours=1))
+    response = post_form(alice_client, page, f"{page}/recover", {"since": since},
+                         follow_redirects=True)
+    assert "3 failed or dead deliveries replayed" in text(response)
+    assert "The subscription is paused: 3 of them wait until you resume it." in text(response)
+
+
+def test_an_active_subscription_s_recover_says_nothing_of_pauses(alice_client, alice):
+    subscription_id = make_subscription(alice.account_id)
+    _failed(alice, subscription_id, 1)
+    page = _page(subscription_id)
+    assert "This subscription is paused" not in text(alice_client.get(page))
+    response = post_form(alice_client, page, f"{page}/recover",
+                         {"since": _window(utcnow() - dt.timedelta(hours=1))},
+                         follow_redirects=True)
+    assert "wait until you resume" not in text(response)
+
+
 @pytest.mark.parametrize("data, message", [
     ({"since": _window(utcnow() + dt.timedelta(days=2))}, "since is in the future"),
     ({"since": "2026-01-02T00:00", "until": "2026-01-01T00:00"}, "since is after until"),

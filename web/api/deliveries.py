@@ -111,6 +111,7 @@ def get(delivery_id: str) -> Response:
     "`recover`) answers 409 `already_replayed`, whose message names the earlier replay's id. "
     "While the subscription is paused the replay waits as `paused`.",
     responses={202: ("The new delivery", DeliverySchema)},
+    headers={202: {"Location": "the new delivery's path, `/api/webhooks/deliveries/{id}`"}},
     errors={409: "`not_replayable`: the delivery is not failed or dead, "
                  "or its subscription was deleted; `already_replayed`: it was replayed before"},
 )

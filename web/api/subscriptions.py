@@ -1,5 +1,5 @@
-"""``/api/webhooks/subscriptions``: register endpoints, change them, test, resume, rotate,
-recover.
+"""``/api/webhooks/subscriptions``: register endpoints, change them, test, resume, rotate
+(at once or staged, then activate or cancel the staged secret), recover.
 
 Every query is scoped to the calling account and skips deleted
 subscriptions, so another account's id, a deleted one and one that never
@@ -104,6 +104,8 @@ def _own(subscription_id: str) -> Subscription:
     "holds the signing secret. Deleted subscriptions do not count toward the account's limit.",
     body=SubscriptionCreateSchema,
     responses={201: ("The new subscription, with its secret", SubscriptionWithSecretSchema)},
+    headers={201: {"Location": "the new subscription's path, "
+                               "`/api/webhooks/subscriptions/{id}`"}},
     errors={**_SETTINGS_ERRORS,
             409: "`subscription_limit`: the account already has WEBHOOKS_MAX_SUBSCRIPTIONS "
                  "(by default 100) subscriptions; delete one first"},
@@ -209,6 +211,49 @@ def rotate_secret(subscription_id: str) -> Response:
     return _answer(_WITH_SECRET, subscription)
 
 
+_NOTHING_STAGED = {409: "`nothing_staged`: no secret is staged (none was, it was cancelled, or "
+                       "its time came and it already signs)"}
+
+
+def _nothing_staged() -> ApiError:
+    return ApiError(409, "nothing_staged", "No secret is staged for this subscription.")
+
+
+@bp.post("/<subscription_id>/rotate-secret/activate")
+@documented(
+    "Activate the staged secret now",
+    description="The secret staged by `rotate-secret` with `activate_in` signs from the next "
+    "attempt on, without waiting for `next_secret_active_at`: it becomes `secret`, and the "
+    "old secret no longer signs. The dashboard's \"Activate now\" does the same.",
+    responses={200: ("The subscription, with its new secret", SubscriptionWithSecretSchema)},
+    errors=_NOTHING_STAGED,
+)
+def activate_staged_secret(subscription_id: str) -> Response:
+    subscription = _own(subscription_id)
+    session = db_session()
+    if not rotation.activate_now(session, subscription.id, utcnow()):
+        raise _nothing_staged()
+    session.refresh(subscription)
+    return _answer(_WITH_SECRET, subscription)
+
+
+@bp.post("/<subscription_id>/rotate-secret/cancel")
+@documented(
+    "Cancel the staged secret",
+    description="Drops the secret staged by `rotate-secret` with `activate_in`: it never "
+    "signs, and `secret` keeps signing. The dashboard's \"Cancel\" does the same.",
+    responses={200: ("The subscription", SubscriptionSchema)},
+    errors=_NOTHING_STAGED,
+)
+def cancel_staged_secret(subscription_id: str) -> Response:
+    subscription = _own(subscription_id)
+    session = db_session()
+    if not rotation.cancel(session, subscription.id, utcnow()):
+        raise _nothing_staged()
+    session.refresh(subscription)
+    return _answer(_PUBLIC, subscription)
+
+
 @bp.post("/<subscription_id>/recover")
 @documented(
     "Recover failed deliveries",
@@ -217,8 +262,9 @@ def rotate_secret(subscription_id: str) -> Response:
     "oldest first; calling it again replays nothing twice. The work is done in transactions "
     "of WEBHOOKS_RECOVER_BATCH (500) deliveries, and one call replays at most "
     "WEBHOOKS_RECOVER_MAX (10,000): `more` says the window holds more, and the same call "
-    "again continues. The replays go out through the sweep within seconds (held `paused` "
-    "while the subscription is paused).",
+    "again continues. The replays go out through the sweep within seconds; while the "
+    "subscription is paused they wait in `paused` until it is resumed, and `held` counts "
+    "them.",
     body=RecoverSchema,
     responses={202: ("How many deliveries were replayed", RecoveredSchema)},
     errors={400: "`invalid_window`: `since` is in the future or after `until`"},

@@ -29,6 +29,7 @@ __all__ = [
     "hourly_buckets",
     "nice_ceiling",
     "render_chart",
+    "render_legend",
 ]
 
 
@@ -248,3 +249,18 @@ def render_chart(
         )
     out.append("</svg>")
     return "".join(out)
+
+
+def render_legend(buckets: Sequence[Bucket]) -> str:
+    """The chart's legend again, as an HTML list (``<ul class="chart-legend">``): the same
+    names and totals as the SVG's own legend, for a narrow screen where the chart, and so
+    every text in it, is drawn smaller (the stylesheet shows one or the other)."""
+    items = []
+    for series in SERIES:
+        total = sum(b.counts.get(series.key, 0) for b in buckets)
+        pattern = f" pattern-{series.pattern}" if series.pattern else ""
+        items.append(
+            f'<li><span class="swatch{pattern}" style="background-color: {series.colour}" '
+            f'aria-hidden="true"></span>{escape(f"{series.label}: {total}")}</li>'
+        )
+    return f'<ul class="chart-legend" aria-hidden="true">{"".join(items)}</ul>'

@@ -183,10 +183,20 @@ class RotateForm(FlaskForm):
         return int(self.activate_in.data) if self.activate_in.data else None
 
 
+# The recover window's times: shown as the first, 24-hour UTC as every time of the
+# dashboard; the second (an ISO 8601 "T") is taken too.
+RECOVER_TIME_FORMATS = ("%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M")
+_RECOVER_TIME_INPUT = {"type": "text", "placeholder": "YYYY-MM-DD HH:MM", "autocomplete": "off",
+                       "spellcheck": "false", "size": 16}
+
+
 class RecoverForm(FlaskForm):
     """The window of deliveries to recover, in UTC (as every time the dashboard shows)."""
 
-    since = DateTimeLocalField("From (UTC)", format="%Y-%m-%dT%H:%M",
-                               validators=[DataRequired("Enter when the window starts.")])
-    until = DateTimeLocalField("Until (UTC, optional)", format="%Y-%m-%dT%H:%M",
-                               validators=[Optional()])
+    # Shown as text (render_kw), not <input type="datetime-local">: a browser shows that in the local
+    # 12- or 24-hour format, beside pages that show every time as 24-hour UTC.
+    since = DateTimeLocalField("From (UTC)", format=list(RECOVER_TIME_FORMATS),
+                          render_kw=_RECOVER_TIME_INPUT,
+                          validators=[DataRequired("Enter when the window starts.")])
+    until = DateTimeLocalField("Until (UTC, optional)", format=list(RECOVER_TIME_FORMATS),
+                          render_kw=_RECOVER_TIME_INPUT, validators=[Optional()])

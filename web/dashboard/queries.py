@@ -36,6 +36,7 @@ __all__ = [
     "delivery_page",
     "attempts_of",
     "replays_of",
+    "replayed_among",
     "event_body",
     "hourly_outcomes",
     "status_counts",
@@ -151,6 +152,18 @@ def replays_of(session: Session, account_id: str, delivery_id: str) -> list[Deli
             .order_by(Delivery.created_at)
         )
     )
+
+
+def replayed_among(session: Session, account_id: str, delivery_ids: list[str]) -> set[str]:
+    """Which of these deliveries were replayed (some delivery replays them): one index range
+    (ix_deliveries_replay_of) per id of the page."""
+    if not delivery_ids:
+        return set()
+    return set(session.scalars(
+        select(Delivery.replay_of)
+        .where(Delivery.replay_of.in_(delivery_ids), Delivery.account_id == account_id)
+        .distinct()
+    ))
 
 
 def event_body(session: Session, account_id: str, event_id: str) -> bytes | None:

@@ -74,6 +74,7 @@ def deliveries():
     return render_template(
         "dashboard/deliveries.html",
         deliveries=rows,
+        replayed=queries.replayed_among(session, account_id, [d.id for d in rows]),
         filters=filters,
         statuses=queries.PUBLIC_STATUSES,
         event_types=EVENT_TYPE_NAMES,

@@ -31,7 +31,7 @@ def chart_since(now: dt.datetime) -> dt.datetime:
 
 
 def hourly_chart(account_id: str, subscription_id: str | None = None, title: str | None = None) -> Markup:
-    """The last 24 hours of attempts by outcome, as inline SVG."""
+    """The last 24 hours of attempts by outcome, as inline SVG, and its legend as HTML."""
     now = utcnow()
     rows = queries.hourly_outcomes(db_session(), account_id, chart_since(now), subscription_id)
     buckets = chart.hourly_buckets(rows, now, HOURS)
@@ -40,8 +40,8 @@ def hourly_chart(account_id: str, subscription_id: str | None = None, title: str
         title=title or "Delivery attempts per hour, last 24 hours",
         id_prefix="chart-" + (subscription_id or "all")[:8],
     )
-    # render_chart escapes every text it writes; the rest is markup it built.
-    return Markup(svg)
+    # render_chart and render_legend escape every text they write; the rest is their markup.
+    return Markup(svg + chart.render_legend(buckets))
 
 
 def _sign_in_page(form: SignInForm, status: int = 200):

@@ -48,7 +48,9 @@ def recover_deliveries(subscription_id: str):
     log.info("deliveries recovered in the dashboard", extra=ids)
     count = recovered.replayed
     replayed = f"{count} failed or dead deliver{'y' if count == 1 else 'ies'} replayed"
+    held = (f" The subscription is paused: {recovered.held} of them wait until you resume it."
+            if recovered.held else "")
     more = (" The window holds more: press Recover again to continue." if recovered.more
             else "")
-    flash(f"{replayed}; a delivery is never replayed twice.{more}", "success")
+    flash(f"{replayed}; a delivery is never replayed twice.{held}{more}", "success")
     return redirect(page)

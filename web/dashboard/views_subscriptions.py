@@ -37,6 +37,7 @@ from .views_overview import chart_since, hourly_chart
 log = logging.getLogger("web.dashboard")
 
 RECENT_DELIVERIES = 20
+RECOVER_DEFAULT_WINDOW = dt.timedelta(hours=24)  # what the recover form offers at first
 PAGE_SIZE = 50
 SUBSCRIPTION_STATUSES = tuple(status.value for status in SubscriptionStatus)
 
@@ -138,10 +139,12 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         takes_over_in=_from_now(subscription.next_secret_active_at, now),
         default_max_in_flight=get_settings().max_in_flight,
         rotate_form=RotateForm(),
-        # The form offers the chart's 24 hours; its fields are UTC without an offset.
-        recover_form=RecoverForm(since=since.replace(tzinfo=None, second=0, microsecond=0)),
+        # The form offers the last 24 hours, to the minute; its fields are UTC without an offset.
+        recover_form=RecoverForm(since=(now - RECOVER_DEFAULT_WINDOW).replace(
+            tzinfo=None, second=0, microsecond=0)),
         show_secret=show_secret,
         recent=recent,
+        replayed=queries.replayed_among(session, account_id, [d.id for d in recent]),
         counts=queries.status_counts(session, account_id, since, subscription.id),
         count_cap=queries.COUNT_CAP,
         chart_svg=hourly_chart(

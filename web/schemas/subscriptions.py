@@ -262,6 +262,11 @@ class RecoveredSchema(Schema):
     """Answer of ``POST /subscriptions/<id>/recover``."""
 
     replayed = fields.Integer(required=True, metadata={"description": "replays made"})
+    held = fields.Integer(
+        required=True,
+        metadata={"description": "how many of the replays wait in `paused` because the "
+                                 "subscription is paused: they go out when it is resumed "
+                                 "(0 while it is active)"})
     more = fields.Boolean(
         required=True,
         metadata={"description": "true when the window holds more deliveries to replay than "
