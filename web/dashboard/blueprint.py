@@ -157,6 +157,7 @@ def _refuse_changes_when_read_only():
     # without a CSRF token), on every route with a state-changing method, present or future.
     if is_read_only() and portal.refused_when_read_only(request.method, request.endpoint):
         log.info("read-only dashboard session refused %s %s", request.method, request.path)
+        g.dashboard_account = _signed_in_account()  # the page's header shows who is signed in
         return _error_page(403, "Read-only session",
                            "This session can look at every page but cannot change anything.")
     return None
