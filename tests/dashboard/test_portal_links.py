@@ -86,6 +86,13 @@ def test_the_session_ends_at_expires_at_and_asks_to_sign_in(client, alice):
     assert "Your session has ended" in sign_in.get_data(as_text=True)
 
 
+def test_a_head_request_does_not_spend_the_link(client, alice):
+    token = new_link(alice.account_id)
+    assert client.head(link_path(token)).status_code == 200
+    assert session_rows() == [] and link_rows()[0].used_at is None
+    _opened(client, token)
+
+
 def test_two_opens_at_once_give_one_session(app, alice):
     token = new_link(alice.account_id)
     barrier = threading.Barrier(2)

@@ -6,7 +6,7 @@ if the link is, then redirects to the overview (the token leaves the address
 bar). Any later open, or an unknown or expired token, answers 410 with a page
 that says the link was used or expired, and leaves no session behind: a
 session this browser held is ended too, so the page is never shown beside a
-signed-in account. Both answers may be framed by the allowed origins
+signed-in account. A HEAD request spends nothing. Both answers may be framed by the allowed origins
 (WEBHOOKS_PORTAL_FRAME_ANCESTORS), so an embedding page shows them.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import redirect, render_template, url_for
+from flask import Response, redirect, render_template, request, url_for
 
 from webhooks.models import Account, utcnow
 from webhooks.portal_links import consume_link
@@ -37,6 +37,9 @@ def _spent_link_page():
 @bp.get("/portal/<token>")
 def open_portal_link(token: str):
     allow_portal_framing()
+    if request.method == "HEAD":
+        # A link checker or a preview asking about the URL must not spend it.
+        return Response(status=200, mimetype="text/html")
     opened = consume_link(db_session(), token, utcnow())
     account = db_session().get(Account, opened.account_id) if opened is not None else None
     if account is None:
