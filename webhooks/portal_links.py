@@ -52,7 +52,8 @@ def create_link(db: Session, account_id: str, now: dt.datetime, expires_in: int,
     """Store a link to ``account_id``'s dashboard valid for ``expires_in`` seconds from ``now``;
     return its token and row. Raises ValueError if ``expires_in`` is outside EXPIRES_IN_RANGE."""
     low, high = EXPIRES_IN_RANGE
-    if isinstance(expires_in, bool) or not isinstance(expires_in, int) or not low <= expires_in <= high:
+    whole = isinstance(expires_in, int) and not isinstance(expires_in, bool)
+    if not whole or not low <= expires_in <= high:
         raise ValueError(f"expires_in must be a whole number of seconds from {low} to {high}, "
                          f"got {expires_in!r}")
     delete_spent(db, now)

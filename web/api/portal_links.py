@@ -1,4 +1,4 @@
-"""``POST /api/webhooks/portal-links``: a single-use link into the caller's dashboard (CONTRACT 9.3).
+"""``POST /api/webhooks/portal-links``: a single-use link into the caller's dashboard (9.3).
 
 The product calls this with its customer's API key and hands the ``url`` to
 the customer's browser (or puts it in an iframe): opening it signs that

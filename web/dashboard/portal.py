@@ -1,4 +1,4 @@
-"""What a portal session (CONTRACT 9.3) changes in the dashboard: read-only refusals, framing, cookie.
+"""What a portal session (CONTRACT 9.3) changes in the dashboard: refusals, framing, cookie.
 
 A portal link (webhooks/portal_links.py) opens a dashboard session marked
 ``portal`` in the signed cookie, ending at the link's ``expires_at`` and
