@@ -15,7 +15,7 @@ Why each setting is what it is (the README repeats this for operators):
 - The publish retry policy is short: when the broker is down a caller of
   emit_event() waits at most a few seconds; the sweep sends what was parked.
 - Redis URLs use kombu's transport with one client per channel
-  (webhooks/redistransport.py): kombu's builds one per command.
+  (webhooks/broker/redis_transport.py): kombu's builds one per command.
 - Two queues: ``webhooks`` carries the deliveries and the sweep,
   ``webhooks.maintenance`` the retention purge, so a backlog of deliveries
   does not hold the purge back for hours. The sweep stays behind the
@@ -25,9 +25,9 @@ Why each setting is what it is (the README repeats this for operators):
 
 from kombu import Queue
 
+from webhooks.broker.celery_app import DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
+from webhooks.broker.redis_transport import uses_this_transport
 from webhooks.config import get_settings
-from webhooks.queue import DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
-from webhooks.redistransport import uses_this_transport
 
 _settings = get_settings()
 
@@ -63,8 +63,8 @@ task_publish_retry_policy = {
 
 if _settings.is_embedded_broker:
     # kombu's filesystem transport, whose writes a worker could read half-done
-    # (webhooks/filebroker.py says how that stopped a worker).
-    broker_transport = "webhooks.filebroker:Transport"
+    # (webhooks/broker/filebroker.py says how that stopped a worker).
+    broker_transport = "webhooks.broker.filebroker:Transport"
     _folder = str(_settings.broker_folder)
     broker_transport_options = {
         "data_folder_in": _folder,
@@ -76,8 +76,8 @@ if _settings.is_embedded_broker:
     }
 else:
     if uses_this_transport(broker_url):
-        # kombu's, with one redis-py client per channel (webhooks/redistransport.py says why).
-        broker_transport = "webhooks.redistransport:Transport"
+        # kombu's, with one redis-py client per channel (webhooks/broker/redis_transport.py says why).
+        broker_transport = "webhooks.broker.redis_transport:Transport"
     broker_transport_options = {
         "visibility_timeout": int(_settings.countdown_limit + _settings.timeout + 600),
         "socket_connect_timeout": _settings.publish_timeout,
@@ -94,7 +94,7 @@ beat_schedule = {
     }
 }
 if _settings.retention_days:
-    # Retention (webhooks/retention.py): a few seconds of small batches per interval.
+    # Retention (webhooks/storage/retention.py): a few seconds of small batches per interval.
     beat_schedule["webhooks-purge"] = {
         "task": PURGE_TASK,
         "schedule": _settings.purge_interval,
@@ -102,4 +102,4 @@ if _settings.retention_days:
     }
 beat_schedule_filename = str(_settings.data_dir / "celerybeat-schedule")
 # The schedule file is created mode 0600 in a folder of mode 0700.
-beat_scheduler = "webhooks.queue:PrivateScheduler"
+beat_scheduler = "webhooks.broker.celery_app:PrivateScheduler"

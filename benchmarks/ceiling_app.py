@@ -40,7 +40,7 @@ app.config_from_object("celeryconfig")
 app.conf.task_default_queue = QUEUE
 if not os.environ.get(SERVICE_TRANSPORT_ENV):
     # Bare Celery on kombu's own transport: the service's Redis transport
-    # (webhooks/redistransport.py) is part of what the service does, not of the stack.
+    # (webhooks/broker/redis_transport.py) is part of what the service does, not of the stack.
     app.conf.broker_transport = None
 app.conf.beat_schedule = {}
 

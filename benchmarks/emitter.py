@@ -53,7 +53,7 @@ def gated(args: argparse.Namespace, emit_one) -> None:
 
 def _service(accounts: list[str]):
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     from .seed import EVENT_TYPE
 

@@ -20,7 +20,7 @@ CTEs (events, deliveries, attempts) over ``generate_series``; foreign-key
 checks are switched off for the seeding session only (the rows refer to
 each other by construction); that also skips the triggers that keep the
 waiting counts. The rollups and those counts are recounted afterwards
-(``webhooks.rollup.rebuild``, ``webhooks.waiting.recount``) and the tables vacuumed and analysed, as
+(``webhooks.storage.rollup.rebuild``, ``webhooks.storage.waiting_counts.recount``) and the tables vacuumed and analysed, as
 autovacuum would have done on a table that grew over months.
 """
 
@@ -62,9 +62,9 @@ class History:
 
 def make_history(url: str) -> History:
     """The account and its subscriptions, made through the core (no events yet)."""
-    from webhooks.accounts import create_account, new_signing_secret
-    from webhooks.db import session_scope
-    from webhooks.models import Subscription, new_id, utcnow
+    from webhooks.tenants.accounts import create_account, new_signing_secret
+    from webhooks.storage.db import session_scope
+    from webhooks.storage.models import Subscription, new_id, utcnow
 
     with session_scope() as session:
         account, api_key = create_account(session, "history")
@@ -160,7 +160,7 @@ def seed_events(history: History, n: int, *, hours: float = 72.0,
     ``niceness`` lowers the priority of the database process doing it.
     """
     from webhooks.config import get_settings
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     template = seed.sample_body().decode()
@@ -184,9 +184,9 @@ def seed_events(history: History, n: int, *, hours: float = 72.0,
 def finish(database_url: str, *, niceness: int = 0) -> dict[str, float]:
     """Recount the rollups and the waiting counts (the seeding skipped the triggers), then
     VACUUM ANALYZE; the seconds each took (``niceness`` as for seed_events)."""
-    from webhooks import waiting
-    from webhooks.db import get_engine
-    from webhooks.rollup import rebuild
+    from webhooks.storage import waiting_counts as waiting
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.rollup import rebuild
 
     started = time.perf_counter()
     with get_engine().begin() as connection, _niced(connection, niceness):
@@ -203,7 +203,7 @@ def finish(database_url: str, *, niceness: int = 0) -> dict[str, float]:
 
 def database_size() -> dict[str, float]:
     """The database's size and its largest tables' (with indexes), in MB."""
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine().connect() as connection:
         total = connection.exec_driver_sql("SELECT pg_database_size(current_database())").scalar()

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     import sqlalchemy
     from sqlalchemy.engine import make_url
 
-    from webhooks.migrate import upgrade
+    from webhooks.storage.migrate import upgrade
 
     from . import history_seed
 
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
 
 
 def _vacuum(url: str) -> None:
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine(url).connect() as connection:
         connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM ANALYZE")

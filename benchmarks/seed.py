@@ -33,8 +33,8 @@ class Target:
 
 def make_target(url: str, name: str = "bench") -> Target:
     """Create an account and one subscription (all event types) to ``url``."""
-    from webhooks.accounts import create_account
-    from webhooks.db import session_scope
+    from webhooks.tenants.accounts import create_account
+    from webhooks.storage.db import session_scope
 
     with session_scope() as session:
         account, _ = create_account(session, name)
@@ -44,9 +44,9 @@ def make_target(url: str, name: str = "bench") -> Target:
 
 def add_subscription(account_id: str, url: str, secret: str | None = None) -> Target:
     """One more subscription (all event types) of the account to ``url``; a new secret if None."""
-    from webhooks.accounts import new_signing_secret
-    from webhooks.db import session_scope
-    from webhooks.models import Subscription, new_id, utcnow
+    from webhooks.tenants.accounts import new_signing_secret
+    from webhooks.storage.db import session_scope
+    from webhooks.storage.models import Subscription, new_id, utcnow
 
     with session_scope() as session:
         subscription = Subscription(
@@ -61,9 +61,9 @@ def add_subscription(account_id: str, url: str, secret: str | None = None) -> Ta
 def sample_body(event_id: str = PLACEHOLDER_ID, event_type: str = EVENT_TYPE) -> bytes:
     """A real serialised envelope of ``event_type`` (sample data), as emit_event stores it."""
     from webhooks.config import get_settings
-    from webhooks.envelope import build_envelope, serialise
-    from webhooks.models import utcnow
-    from webhooks.samples import sample_data
+    from webhooks.events.envelope import build_envelope, serialise
+    from webhooks.storage.models import utcnow
+    from webhooks.events.samples import sample_data
 
     envelope = build_envelope(event_id=event_id, event_type=event_type,
                               data=sample_data(event_type), created_at=utcnow(),
@@ -100,7 +100,7 @@ def bulk_deliveries(target: Target, n: int, *, attempt_count: int = 0,
     sweep must send it (True).
     """
     from webhooks.config import get_settings
-    from webhooks.db import session_scope
+    from webhooks.storage.db import session_scope
 
     now = dt.datetime.now(dt.timezone.utc)
     template = sample_body().decode()
@@ -124,23 +124,23 @@ def publish_deliveries(delivery_ids: list[str], attempt_count: int = 0, *,
                        eta: dt.datetime | None = None) -> float:
     """Publish one deliver message per id; returns messages published per second.
 
-    Without ``eta`` this is the service's own path (``webhooks.queue.publish``);
+    Without ``eta`` this is the service's own path (``webhooks.broker.outbox.send_to_broker``);
     with ``eta`` (aware UTC) each message is a countdown due then, as a failed
     attempt's retry is.
     """
-    from webhooks import queue
-    from webhooks.outbox import Dispatch
+    from webhooks.broker import celery_app, outbox
+    from webhooks.broker.outbox import Dispatch
 
     started = time.perf_counter()
     if eta is None:
-        failed = queue.publish(Dispatch(i, attempt_count) for i in delivery_ids)
+        failed = outbox.send_to_broker(Dispatch(i, attempt_count) for i in delivery_ids)
         if failed:
             raise RuntimeError(f"{len(failed)} messages could not be published")
     else:
-        app = queue.celery_app
+        app = celery_app.celery_app
         with app.producer_or_acquire() as producer:
             for delivery_id in delivery_ids:
-                app.send_task(queue.DELIVER_TASK, args=(delivery_id, attempt_count), eta=eta,
+                app.send_task(celery_app.DELIVER_TASK, args=(delivery_id, attempt_count), eta=eta,
                               producer=producer)
     elapsed = time.perf_counter() - started
     return len(delivery_ids) / elapsed if elapsed > 0 else 0.0

@@ -67,7 +67,7 @@ def _redis_db(broker_url: str) -> int:
 def ensure_database(database_url: str) -> None:
     """Create the database if it is missing, then migrate it to head."""
     create_database(database_url)
-    from webhooks.migrate import upgrade
+    from webhooks.storage.migrate import upgrade
 
     upgrade(database_url)
 
@@ -90,7 +90,7 @@ def create_database(database_url: str) -> None:
 
 def drop_database(database_url: str) -> None:
     """Drop a database the benchmark made for itself (its connections are closed first)."""
-    from webhooks.db import dispose_engine
+    from webhooks.storage.db import dispose_engine
 
     dispose_engine()
     url = make_url(database_url)
@@ -104,8 +104,8 @@ def drop_database(database_url: str) -> None:
 
 def truncate_tables(database_url: str) -> None:
     """Empty every table of the service's schema (not alembic_version) in this database."""
-    from webhooks.db import get_engine
-    from webhooks.models import Base
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.models import Base
 
     names = ", ".join(table.name for table in Base.metadata.sorted_tables)
     with get_engine(database_url).begin() as connection:
@@ -114,7 +114,7 @@ def truncate_tables(database_url: str) -> None:
 
 def analyse(database_url: str) -> None:
     """Refresh planner statistics after a bulk load (so the partial indexes get used)."""
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine(database_url).connect() as connection:
         connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
@@ -139,7 +139,7 @@ def broker_queue_lengths(broker_url: str, queue: str = "webhooks") -> dict:
 
 
 def server_versions(database_url: str, broker_url: str) -> dict:
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine(database_url).connect() as connection:
         pg = connection.exec_driver_sql("SHOW server_version").scalar()

@@ -88,7 +88,7 @@ def postgres():
     """The migrated test database on the real PostgreSQL (created afresh per run)."""
     services.check_postgres()
     services.recreate_database()
-    from webhooks.migrate import upgrade
+    from webhooks.storage.migrate import upgrade
 
     upgrade(PG_URL)
     return PG_URL
@@ -98,7 +98,7 @@ def postgres():
 def db(postgres, monkeypatch):
     """A clean PostgreSQL database for one test; settings point at it."""
     _use_database(monkeypatch, postgres)
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     services.truncate(get_engine(postgres), TABLES)
     yield postgres
@@ -107,7 +107,7 @@ def db(postgres, monkeypatch):
 @pytest.fixture(scope="session")
 def _sqlite_url(tmp_path_factory):
     """A SQLite file migrated once per run (0.3 s), shared by this process's tests."""
-    from webhooks.migrate import upgrade
+    from webhooks.storage.migrate import upgrade
 
     url = f"sqlite:///{tmp_path_factory.mktemp('sqlite') / 'webhooks.db'}"
     upgrade(url)
@@ -122,7 +122,7 @@ def sqlite_db(_sqlite_url, monkeypatch):
     and engine of each test's own cost it a new pool and a cold statement
     cache (SQLAlchemy compiles per engine), about a third of the fast tier's time.
     """
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     _use_database(monkeypatch, _sqlite_url)
     with get_engine(_sqlite_url).begin() as connection:
@@ -185,8 +185,8 @@ def published(monkeypatch):
     from tests.factories import Published
 
     sent = Published()
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: sent.extend(items) or [])
-    monkeypatch.setattr("webhooks.queue.request_sweep", sent.request_sweep)
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: sent.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.request_sweep", sent.request_sweep)
     return sent
 
 

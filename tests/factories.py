@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from webhooks.accounts import create_account, new_signing_secret
-from webhooks.db import session_scope
-from webhooks.models import Subscription, new_id, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription, new_id, utcnow
+from webhooks.tenants.accounts import create_account, new_signing_secret
 
 
 def make_account(name: str = "acme") -> tuple[str, str]:
@@ -40,7 +40,7 @@ class Published(list):
         return True
 
     def settled(self) -> "Published":
-        from webhooks import publisher
+        from webhooks.broker import outbox
 
-        assert publisher.flush(10), "the background publisher did not drain in 10 s"
+        assert outbox.flush(10), "the background publisher did not drain in 10 s"
         return self

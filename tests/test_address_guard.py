@@ -26,9 +26,10 @@ from tests.factories import Published, make_account, make_subscription
 from tests.support import netjail_rules
 from tests.support.fastreceiver import FastReceiver, Redirect
 from tests.support.stack import Workers, use_env, wait_until, worker_env
-from webhooks import emit_event, publisher
-from webhooks.db import get_engine
-from webhooks.samples import sample_data
+from webhooks import emit_event
+from webhooks.broker import outbox
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import get_engine
 
 pytestmark = pytest.mark.integration
 
@@ -113,7 +114,7 @@ def test_no_private_target_receives_a_request_through_the_workers(jailed_workers
     for url in urls:
         make_subscription(account_id, url)
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     assert len(event.delivery_ids) == len(urls)
     wait_until(lambda: _statuses() == {"dead"}, timeout=40, what=f"every delivery dead ({_statuses()})")
 
@@ -178,20 +179,20 @@ def jail(monkeypatch):
 
 @pytest.fixture
 def guarded(db, monkeypatch):
-    """This process delivers itself (webhooks.delivery.run_attempt: claim, sign, POST, record)."""
+    """This process delivers itself (webhooks.lifecycle.attempt.run_attempt: claim, sign, POST, record)."""
     from webhooks.config import reset_settings_cache
 
     monkeypatch.setenv("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "false")
     monkeypatch.setenv("WEBHOOKS_TIMEOUT", "2")
     reset_settings_cache()
     published = Published()
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: published.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: published.extend(items) or [])
     return make_account()[0]
 
 
 def _deliver_once(account_id: str, url: str):
     """One subscription and one event; run attempt 1 here; returns the recorded attempt."""
-    from webhooks.delivery import run_attempt
+    from webhooks.lifecycle.attempt import run_attempt
 
     make_subscription(account_id, url, ["email.sent"])
     (delivery_id,) = emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids
@@ -207,7 +208,7 @@ def test_names_that_resolve_to_private_addresses_are_refused(guarded, resolver, 
                                                               caplog):
     from sqlalchemy import update
 
-    from webhooks.models import Subscription
+    from webhooks.storage.models import Subscription
 
     v4, v6 = receivers
     v4.clear()
@@ -234,8 +235,9 @@ def test_a_public_looking_endpoint_that_redirects_to_a_private_one(guarded, reso
     """
     from sqlalchemy import update
 
-    from webhooks import connections, netguard
-    from webhooks.models import Subscription
+    from webhooks.sender import connections
+    from webhooks.sender import netguard
+    from webhooks.storage.models import Subscription
 
     v4, _ = receivers
     v4.clear()

@@ -14,20 +14,20 @@ from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
 from tests.support.rawserver import RawServer
-from webhooks import delivery as delivery_module
 from webhooks.config import get_settings
-from webhooks.db import session_scope
-from webhooks.delivery import run_attempt
 from webhooks.emit import emit_event
-from webhooks.models import Attempt, Delivery
-from webhooks.samples import sample_data
-from webhooks.transport import AttemptResult, HttpSender
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle import attempt as delivery_module
+from webhooks.lifecycle.attempt import run_attempt
+from webhooks.sender.post import AttemptResult, HttpSender
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery
 
 
 @pytest.fixture
 def quiet_publish(monkeypatch):
     """No broker here: what the attempt would publish is dropped (the rows tell everything)."""
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: [])
 
 
 def _delivery_to(url: str) -> str:

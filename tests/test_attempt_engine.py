@@ -17,15 +17,15 @@ import pytest
 from sqlalchemy import delete, select, text, update
 
 from tests.factories import make_account, make_subscription
-from webhooks import record as record_module
 from webhooks.config import get_settings, reset_settings_cache
-from webhooks.db import dispose_engine, get_attempt_engine, get_engine, session_scope
-from webhooks.delivery import run_attempt
 from webhooks.emit import emit_event
-from webhooks.models import Attempt, Delivery, Subscription, utcnow
-from webhooks.samples import sample_data
-from webhooks.sweep import sweep
-from webhooks.transport import AttemptResult
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle import record as record_module
+from webhooks.lifecycle.attempt import run_attempt
+from webhooks.lifecycle.sweep import sweep
+from webhooks.sender.post import AttemptResult
+from webhooks.storage.db import dispose_engine, get_attempt_engine, get_engine, session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
 pytestmark = pytest.mark.database
 
@@ -44,7 +44,7 @@ class Receiver:
 
 @pytest.fixture
 def quiet_publish(monkeypatch):
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: [])
 
 
 def _one_delivery() -> tuple[str, str]:
@@ -108,7 +108,7 @@ def test_a_claim_commits_as_it_returns_and_the_sweep_stands_in_for_what_follows(
         seen_by_others.append(_row(delivery_id))  # another connection, during the attempt
         raise RuntimeError("the rate limit's check failed")
 
-    monkeypatch.setattr("webhooks.pacing.admit", admit_that_fails)
+    monkeypatch.setattr("webhooks.lifecycle.pacing.admit", admit_that_fails)
     with pytest.raises(RuntimeError):
         run_attempt(delivery_id, 0, sender=Receiver())
     assert seen_by_others == [("sending", 1, 0)]  # committed before what follows it ran

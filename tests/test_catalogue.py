@@ -14,15 +14,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
-from webhooks.catalogue import (
+from webhooks.events.catalogue import (
     CATALOGUE,
     EVENT_TYPE_NAMES,
     EventType,
     get_event_type,
     validate_data,
 )
-from webhooks.samples import sample_data
-from webhooks.schemas import (
+from webhooks.events.samples import sample_data
+from webhooks.events.schemas import (
     DATA_SCHEMAS,
     CanonicalUUID,
     EnvelopeSchema,

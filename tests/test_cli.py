@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
 
 # Every test runs the `webhooks` command as a process of its own (a second each).
 pytestmark = pytest.mark.process
@@ -101,8 +101,8 @@ def test_every_command_on_a_fresh_data_folder_says_to_upgrade(tmp_path, args):
 
 @pytest.mark.parametrize("args", DB_COMMANDS, ids=lambda a: a[0])
 def test_every_command_on_an_older_schema_says_to_upgrade_and_works_after(tmp_path, args):
-    from webhooks.db import dispose_engine
-    from webhooks.migrate import upgrade
+    from webhooks.storage.db import dispose_engine
+    from webhooks.storage.migrate import upgrade
 
     url = f"sqlite:///{_database(tmp_path)}"
     upgrade(url, "0002")

@@ -13,9 +13,9 @@ import socket
 import pytest
 from click.testing import CliRunner
 
-from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.cli import main
-from webhooks.samples import sample_data
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.samples import sample_data
 
 UNKNOWN_ACCOUNT = "00000000-0000-4000-8000-000000000000"
 
@@ -179,7 +179,7 @@ def test_version_comes_from_the_package_metadata(cli):
 def fresh_database(tmp_path, monkeypatch):
     """A SQLite file with no schema; settings point at it."""
     from webhooks.config import reset_settings_cache
-    from webhooks.db import dispose_engine
+    from webhooks.storage.db import dispose_engine
 
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     monkeypatch.setenv("WEBHOOKS_DATABASE_URL", url)
@@ -191,7 +191,7 @@ def fresh_database(tmp_path, monkeypatch):
 def _head(url: str) -> str:
     from alembic.script import ScriptDirectory
 
-    from webhooks.migrate import alembic_config
+    from webhooks.storage.migrate import alembic_config
 
     return ScriptDirectory.from_config(alembic_config(url)).get_current_head()
 
@@ -207,7 +207,7 @@ def test_db_upgrade_says_what_it_did(fresh_database):
 
 
 def test_db_upgrade_from_an_older_revision_names_both(fresh_database):
-    from webhooks.migrate import upgrade
+    from webhooks.storage.migrate import upgrade
 
     upgrade(fresh_database, "0002")
     result = CliRunner().invoke(main, ["db", "upgrade"])

@@ -163,10 +163,12 @@ def test_a_value_that_is_no_number_is_refused_in_the_variable_s_own_unit(name, v
 
 
 def test_every_number_variable_has_its_unit():
-    """A variable added to config.py without its UNITS entry would fall back to no unit."""
+    """A variable added to webhooks/config/settings.py without its UNITS entry would fall back to no unit."""
     import inspect
 
-    from webhooks import config, config_values
+    from webhooks import config
+
+    from webhooks.config import values as config_values
 
     source = inspect.getsource(config) + inspect.getsource(config_values)
     numbers = set(re.findall(r'positive_number\(\s*env, "(WEBHOOKS_[A-Z_]+)"', source))

@@ -1,4 +1,4 @@
-"""Custom headers per subscription (webhooks/custom_headers.py): which names are refused,
+"""Custom headers per subscription (webhooks/tenants/custom_headers.py): which names are refused,
 how they join a delivery's headers, and that their values never reach a log line."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from sqlalchemy import update
 from tests.factories import make_account, make_subscription
 from tests.test_delivery_wire import CLAIM
 from tests.test_store import emit
-from webhooks import custom_headers
 from webhooks.config import load_settings
-from webhooks.db import session_scope
-from webhooks.delivery import delivery_headers, run_attempt
-from webhooks.logs import JsonFormatter
-from webhooks.models import Subscription
+from webhooks.config.logs import JsonFormatter
+from webhooks.lifecycle.attempt import delivery_headers, run_attempt
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription
+from webhooks.tenants import custom_headers
 
 SERVICE_HEADERS = ["X-Service-Signature", "x-service-event-id", "X-SERVICE-ATTEMPT",
                    "X-Service-Version", "X-Service-Event", "X-Service-Mode",

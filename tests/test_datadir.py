@@ -1,4 +1,4 @@
-"""The data folder is its owner's alone: folder 0700, files 0600 (webhooks/datadir.py).
+"""The data folder is its owner's alone: folder 0700, files 0600 (webhooks/config/datadir.py).
 
 Each test runs under the common umask 022, with which every one of these
 files used to be created world-readable (the SQLite file holds every signing
@@ -36,14 +36,14 @@ def data_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.delenv("WEBHOOKS_DATABASE_URL")
     reset_settings_cache()
     yield folder
-    from webhooks.db import dispose_engine
+    from webhooks.storage.db import dispose_engine
 
     dispose_engine()
 
 
 def test_the_sqlite_database_and_its_wal_files_are_private(data_dir):
-    from webhooks.db import get_engine
-    from webhooks.migrate import upgrade
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.migrate import upgrade
 
     upgrade()
     with get_engine().connect() as connection:  # -wal and -shm exist while it is open
@@ -56,7 +56,7 @@ def test_the_sqlite_database_and_its_wal_files_are_private(data_dir):
 
 
 def test_an_older_world_readable_data_folder_is_narrowed(data_dir):
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     data_dir.mkdir(mode=0o755)
     database = data_dir / "webhooks.db"
@@ -68,7 +68,7 @@ def test_an_older_world_readable_data_folder_is_narrowed(data_dir):
 
 
 def test_a_sqlite_file_outside_the_data_folder_leaves_its_existing_folder_alone(tmp_path, monkeypatch):
-    from webhooks.db import make_engine
+    from webhooks.storage.db import make_engine
 
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
@@ -85,7 +85,7 @@ def test_the_dashboard_session_key_file_is_private(data_dir):
 
 
 def test_beats_schedule_is_private(data_dir):
-    from webhooks.queue import PrivateScheduler, celery_app
+    from webhooks.broker.celery_app import PrivateScheduler, celery_app
 
     scheduler = PrivateScheduler(app=celery_app, schedule_filename=str(data_dir / "celerybeat-schedule"))
     scheduler.close()
@@ -98,14 +98,14 @@ def test_beats_schedule_is_private(data_dir):
 def test_celery_beat_uses_the_private_scheduler():
     import celeryconfig
 
-    assert celeryconfig.beat_scheduler == "webhooks.queue:PrivateScheduler"
+    assert celeryconfig.beat_scheduler == "webhooks.broker.celery_app:PrivateScheduler"
 
 
 def test_embedded_broker_messages_are_private(tmp_path):
     from kombu import Connection
 
     options = {"data_folder_in": str(tmp_path), "data_folder_out": str(tmp_path)}
-    with Connection("filesystem://", transport="webhooks.filebroker:Transport",
+    with Connection("filesystem://", transport="webhooks.broker.filebroker:Transport",
                     transport_options=options) as connection:
         connection.default_channel._put("q", {"n": 1})
     (message,) = tmp_path.glob("*.q.msg")
@@ -113,7 +113,7 @@ def test_embedded_broker_messages_are_private(tmp_path):
 
 
 def test_webhooks_dev_lock_file_is_private(tmp_path):
-    from webhooks.devserver import _lock_data_dir
+    from webhooks.cli.devserver import _lock_data_dir
 
     handle = _lock_data_dir(tmp_path)
     try:
@@ -123,10 +123,10 @@ def test_webhooks_dev_lock_file_is_private(tmp_path):
 
 
 def test_the_embedded_brokers_folders_are_private(data_dir, monkeypatch):
-    from webhooks import queue
+    from webhooks.broker import celery_app
 
     monkeypatch.setenv("WEBHOOKS_BROKER_URL", "filesystem://")
     reset_settings_cache()
-    queue._make_app()
+    celery_app._make_app()
     broker = data_dir / "broker"
     assert [mode(f) for f in (data_dir, broker, broker / "control")] == [0o700] * 3

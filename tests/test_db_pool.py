@@ -54,7 +54,7 @@ def _peak(engine, width: int) -> set[int]:
 
 @pytest.mark.parametrize("kind", ["attempts", "autocommit"])
 def test_a_hot_path_engine_keeps_what_it_opened_at_a_peak(small_pools, kind):
-    from webhooks.db import make_engine
+    from webhooks.storage.db import make_engine
 
     engine = make_engine(small_pools, pre_ping=False, **{kind: True})
     try:
@@ -68,7 +68,7 @@ def test_a_hot_path_engine_keeps_what_it_opened_at_a_peak(small_pools, kind):
 def test_a_hot_path_engine_opens_no_more_than_size_and_overflow(small_pools):
     from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-    from webhooks.db import make_engine
+    from webhooks.storage.db import make_engine
 
     engine = make_engine(small_pools, pre_ping=False, attempts=True)
     engine.pool._timeout = 0.2  # the pool's wait for a free connection, s
@@ -83,7 +83,7 @@ def test_a_hot_path_engine_opens_no_more_than_size_and_overflow(small_pools):
 
 def test_other_engines_close_overflow_connections_as_they_come_back(small_pools):
     """The web app's engines are as before: WEBHOOKS_DB_POOL_SIZE kept, the overflow closed."""
-    from webhooks.db import make_engine
+    from webhooks.storage.db import make_engine
 
     engine = make_engine(small_pools)
     try:

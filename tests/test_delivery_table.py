@@ -10,14 +10,14 @@ from __future__ import annotations
 import pytest
 
 from tests.factories import make_account, make_subscription
-from webhooks import store
 from webhooks.config import load_settings
-from webhooks.db import session_scope
-from webhooks.delivery import run_attempt
 from webhooks.emit import emit_event
-from webhooks.models import Attempt, Delivery, Subscription, utcnow
-from webhooks.samples import sample_data
-from webhooks.transport import AttemptResult
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle import changes as store
+from webhooks.lifecycle.attempt import run_attempt
+from webhooks.sender.post import AttemptResult
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
 SETTINGS = load_settings({"WEBHOOKS_RETRY_DELAYS": "60,300,1800,7200,43200",
                           "WEBHOOKS_PAUSE_AFTER": "25"})
@@ -27,8 +27,8 @@ SETTINGS = load_settings({"WEBHOOKS_RETRY_DELAYS": "60,300,1800,7200,43200",
 def outbox(sqlite_db, monkeypatch):
     """The messages that would go to the broker, in memory."""
     sent = []
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: sent.extend(items) or [])
-    monkeypatch.setattr("webhooks.publisher.publish", lambda items, timeout=None: sent.extend(items) or True)
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: sent.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.publish", lambda items, timeout=None: sent.extend(items) or True)
     return sent
 
 

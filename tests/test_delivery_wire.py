@@ -5,11 +5,11 @@ from __future__ import annotations
 import requests
 import responses
 
-from webhooks.claim import Claim
 from webhooks.config import load_settings
-from webhooks.delivery import delivery_headers
+from webhooks.lifecycle.attempt import delivery_headers
+from webhooks.lifecycle.claim import Claim
+from webhooks.sender.post import HttpSender
 from webhooks.signing import verify
-from webhooks.transport import HttpSender
 
 URL = "https://hooks.example.com/webhooks"
 CLAIM = Claim(

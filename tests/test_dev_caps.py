@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from webhooks.cli.devserver import dev_environment, process_specs
 from webhooks.config import load_settings
-from webhooks.devserver import dev_environment, process_specs
 
 
 def _worker_concurrency() -> int:

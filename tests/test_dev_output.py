@@ -10,8 +10,8 @@ import logging
 
 import pytest
 
-from webhooks.devserver import ROOT_WARNING, process_specs, quiet_warnings
-from webhooks.logs import RoutineToDebug
+from webhooks.cli.devserver import ROOT_WARNING, process_specs, quiet_warnings
+from webhooks.config.logs import RoutineToDebug
 
 
 @pytest.fixture
@@ -65,14 +65,14 @@ def test_the_file_broker_connects_without_kombus_hostname_warning(tmp_path, capl
     from kombu import Connection
 
     folder = str(tmp_path)
-    connection = Connection("filesystem://", transport="webhooks.filebroker:Transport",
+    connection = Connection("filesystem://", transport="webhooks.broker.filebroker:Transport",
                             transport_options={"data_folder_in": folder,
                                                "data_folder_out": folder})
     with caplog.at_level(logging.WARNING, logger="kombu.connection"):
         shown = connection.as_uri()
         connection.clone().info()
     assert caplog.records == []
-    assert shown == "webhooks.filebroker:Transport://:**@localhost//"
+    assert shown == "webhooks.broker.filebroker:Transport://:**@localhost//"
 
 
 def _args(specs) -> dict[str, list[str]]:

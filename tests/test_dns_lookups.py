@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from webhooks import connections
-from webhooks.deadline import AttemptDeadline
+from webhooks.sender import connections
+from webhooks.sender.deadline import AttemptDeadline
 
 ANSWER = [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 80))]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from alembic.script import ScriptDirectory
 
-from webhooks.migrate import alembic_config
+from webhooks.storage.migrate import alembic_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

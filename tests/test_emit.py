@@ -10,11 +10,11 @@ from sqlalchemy import func, select
 
 from tests.factories import make_account, make_subscription
 from webhooks import emit_event
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.db import get_sessionmaker, session_scope
 from webhooks.errors import InvalidEvent, NotFound
-from webhooks.models import Delivery, Event
-from webhooks.samples import sample_data
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import get_sessionmaker, session_scope
+from webhooks.storage.models import Delivery, Event
 
 
 @pytest.fixture
@@ -143,8 +143,8 @@ def test_a_scoped_session_as_flask_sqlalchemy_has_it_hooks_each_request_s_sessio
     request, each run at every commit of every session of the process."""
     from sqlalchemy.orm import scoped_session, sessionmaker
 
-    from webhooks import outbox
-    from webhooks.db import get_engine
+    from webhooks.broker import outbox
+    from webhooks.storage.db import get_engine
 
     runs = []
     real = outbox._run_actions
@@ -176,11 +176,9 @@ def test_session_rollback_stores_and_publishes_nothing(account, published):
 
 def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
     """A broker nobody listens on: emit returns at once, the delivery waits parked."""
-    from webhooks import publisher
-
     from celery import Celery
 
-    from webhooks import queue
+    from webhooks.broker import celery_app, outbox
 
     account_id, _ = make_account()
     make_subscription(account_id, "https://example.com/hook")
@@ -188,27 +186,28 @@ def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
     dead.conf.update(
         broker_connection_timeout=1,
         broker_transport_options={"socket_connect_timeout": 1, "socket_timeout": 1},
-        task_publish_retry_policy=queue.celery_app.conf.task_publish_retry_policy,
+        task_publish_retry_policy=celery_app.celery_app.conf.task_publish_retry_policy,
     )
-    monkeypatch.setattr(queue, "celery_app", dead)
-    monkeypatch.setattr(queue, "_broker_down_until", 0.0)
+    monkeypatch.setattr(celery_app, "celery_app", dead)
+    monkeypatch.setattr(outbox, "_broker_down_until", 0.0)
     started = time.monotonic()
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
     assert time.monotonic() - started < 0.5
     started = time.monotonic()
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     assert time.monotonic() - started < 5  # one bounded publish attempt, then parked
     with session_scope() as session:
         row = session.get(Delivery, event.delivery_ids[0])
         assert (row.status, row.parked) == ("pending", True)
     started = time.monotonic()
     emit_event(account_id, "email.sent", sample_data("email.sent"))
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     assert time.monotonic() - started < 0.5  # the known-down broker is skipped for a while
 
 
 def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, published):
-    from webhooks import outbox, publisher
+    from webhooks.broker import outbox
+    from webhooks.broker import outbox
 
     account_id, _ = make_account()
     make_subscription(account_id, "https://example.com/hook")
@@ -220,9 +219,9 @@ def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, publishe
             raise RuntimeError("database unreachable while parking")
         return outbox.publish_now(items)
 
-    monkeypatch.setattr("webhooks.publisher.dispatch", fail_once)
+    monkeypatch.setattr("webhooks.broker.outbox.publish_batch", fail_once)
     emit_event(account_id, "email.sent", sample_data("email.sent"))
-    assert publisher.flush(10) and len(failures) == 1 and published == []
+    assert outbox.flush(10) and len(failures) == 1 and published == []
     event = emit_event(account_id, "email.sent", sample_data("email.sent"))
     assert [p.delivery_id for p in published.settled()] == list(event.delivery_ids)
 
@@ -231,7 +230,7 @@ def test_a_pooled_connection_that_died_is_replaced_without_a_duplicate(account, 
     """emit_event's own transaction skips the pool's pre-ping: a connection killed while
     idle in the pool fails the first statement, and the call runs once more on a new one."""
     from tests.support.services import kill_idle_pooled_connection
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     emit_event(account, "email.sent", sample_data("email.sent"))  # a connection now idles in the pool
     kill_idle_pooled_connection(get_engine(pre_ping=False))

@@ -17,16 +17,16 @@ from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
 from tests.support.services import REDIS_URL
-from webhooks.db import session_scope
-from webhooks.models import Delivery
-from webhooks.queue import DELIVERY_QUEUE
+from webhooks.broker.celery_app import DELIVERY_QUEUE
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery
 
 pytestmark = pytest.mark.integration
 
 SCRIPT = """
 import sys
 from webhooks import emit_event
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
 for _ in range(3):
     emit_event(sys.argv[1], "email.sent", sample_data("email.sent"))
 """

@@ -1,4 +1,4 @@
-"""emit_event's one statement on PostgreSQL (webhooks/emit_statement.py) against the
+"""emit_event's one statement on PostgreSQL (webhooks/storage/emit_statement.py) against the
 session's three statements (emit._emit_in_a_session), which SQLite and ``session=``
 callers still use: the same rows, the same messages; and a lost commit is tried
 again without a second event.
@@ -14,11 +14,11 @@ from sqlalchemy.exc import OperationalError
 
 from tests.factories import make_account, make_subscription
 from webhooks import emit as emit_module
-from webhooks import emit_statement
 from webhooks.config import get_settings
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Event, Subscription, new_id, utcnow
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.storage import emit_statement
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Event, Subscription, new_id, utcnow
 
 pytestmark = pytest.mark.database
 

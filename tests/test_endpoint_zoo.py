@@ -10,7 +10,7 @@ import pytest
 from tests.support.deadlines import SHORT_DEADLINE_S, SLACK_S
 from tests.support.zoo import (REDIRECT_STATUSES, SHARED_DOMAIN, Certificates, ZooEndpoint, answer,
                                slow_lookups_held, slow_resolver, url_of, zoo)
-from webhooks.transport import HttpSender
+from webhooks.sender.post import HttpSender
 
 TIMEOUT_S = 1.0  # endpoints that answer; the real bound is checked through the worker too
 BODY = b'{"hello":"world"}'

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from webhooks.envelope import build_envelope, format_created_at, serialise
+from webhooks.events.envelope import build_envelope, format_created_at, serialise
 
 
 def test_envelope_has_exactly_the_spec_fields_in_order():

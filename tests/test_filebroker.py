@@ -1,4 +1,4 @@
-"""The embedded broker's message files appear whole (webhooks/filebroker.py).
+"""The embedded broker's message files appear whole (webhooks/broker/filebroker.py).
 
 kombu's filesystem transport opens a message under its final name and then
 writes it, so a worker listing the queue folder in between can take a file
@@ -17,9 +17,9 @@ import pytest
 from kombu import Connection
 
 from tests.support.celeryconf import transport_for
-from webhooks.filebroker import PARTIAL_SUFFIX
+from webhooks.broker.filebroker import PARTIAL_SUFFIX
 
-TRANSPORT = "webhooks.filebroker:Transport"
+TRANSPORT = "webhooks.broker.filebroker:Transport"
 
 
 def channel_on(folder, transport=TRANSPORT):

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from tests.conftest import TABLES
 from tests.support.services import truncate
-from webhooks.db import get_engine
+from webhooks.storage.db import get_engine
 
 pytestmark = pytest.mark.database
 

@@ -51,7 +51,7 @@ def healthz_threads() -> int:
 def silent(monkeypatch):
     from web import health
     from webhooks.config import reset_settings_cache
-    from webhooks.queue import celery_app
+    from webhooks.broker.celery_app import celery_app
 
     server = SilentServer()
     monkeypatch.setenv("WEBHOOKS_DATABASE_URL", f"postgresql+psycopg2://postgres@127.0.0.1:{server.port}/x")

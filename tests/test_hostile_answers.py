@@ -24,12 +24,12 @@ from sqlalchemy import select
 from tests.factories import make_account, make_subscription
 from tests.support.rawserver import RawServer
 from webhooks.config import get_settings
-from webhooks.db import session_scope
-from webhooks.delivery import run_attempt
 from webhooks.emit import emit_event
-from webhooks.models import Attempt, Delivery
-from webhooks.samples import sample_data
-from webhooks.transport import HttpSender
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle.attempt import run_attempt
+from webhooks.sender.post import HttpSender
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery
 
 # What one attempt may allocate at its peak, whatever the answer: the 64 KiB read, its
 # chunks and the excerpt, with room for the interpreter's own (the bodies drawn below
@@ -112,7 +112,7 @@ def _recorded(delivery_id: str):
                                             HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(raw=answers())
 def test_a_hostile_answer_ends_recorded_in_bounded_memory(sqlite_db, hostile, monkeypatch, raw):
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: [])
     server, answer = hostile
     answer["bytes"] = raw
     delivery_id = _delivery_to(f"http://127.0.0.1:{server.port}/hostile")

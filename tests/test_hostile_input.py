@@ -23,12 +23,12 @@ from sqlalchemy import func, select
 from tests.factories import Published, make_account, make_subscription
 from tests.support.examples import examples
 from webhooks import emit_event
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.db import session_scope
 from webhooks.errors import InvalidEvent, NotFound
-from webhooks.models import Delivery, Event
-from webhooks.samples import sample_data
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.samples import sample_data
 from webhooks.signing import InvalidSignature, sign, verify
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Event
 
 # Function-scoped fixtures (one clean database per test) hold across the
 # examples of a test on purpose: every example checks what it changed itself.
@@ -87,7 +87,7 @@ any_data = json_values | python_oddities
 def emitter(db, monkeypatch):
     """An account with one subscription; publishing is captured, not sent."""
     published = Published()
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: published.extend(items) or [])
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: published.extend(items) or [])
     account_id, _ = make_account()
     make_subscription(account_id, "https://hooks.example.com/in")
     return account_id, published
@@ -249,8 +249,8 @@ def api(db, redis_broker, monkeypatch):
     from tests.api.helpers import emit, make_subscription as api_subscription, new_caller, set_delivery
     from web import create_app
 
-    monkeypatch.setattr("webhooks.queue.publish", lambda items: [])
-    monkeypatch.setattr("webhooks.queue.request_sweep", lambda: True)
+    monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: [])
+    monkeypatch.setattr("webhooks.broker.outbox.request_sweep", lambda: True)
     app = create_app({"TESTING": True})
     caller = new_caller("hostile")
     subscription_id = api_subscription(caller.account_id)

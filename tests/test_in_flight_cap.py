@@ -16,10 +16,10 @@ from sqlalchemy import select, update
 
 from tests.factories import make_account, make_subscription
 from tests.test_store import delivery, emit, record
-from webhooks.claim import Caps, claim as claim_attempt
-from webhooks.sweep import sweep
-from webhooks.db import get_engine, session_scope
-from webhooks.models import Delivery, utcnow
+from webhooks.lifecycle.claim import Caps, claim as claim_attempt
+from webhooks.lifecycle.sweep import sweep
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Delivery, utcnow
 
 CAP = 2
 
@@ -190,7 +190,7 @@ def test_concurrent_claims_never_overshoot_the_cap(subscription):
 
 
 def _own_cap(subscription, value):
-    from webhooks.models import Subscription
+    from webhooks.storage.models import Subscription
 
     with session_scope() as session:
         session.execute(update(Subscription).where(Subscription.id == subscription.id)

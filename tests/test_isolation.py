@@ -17,9 +17,9 @@ from tests.factories import make_account, make_subscription
 from tests.support.stack import wait_until
 from tests.support.worker import threads_worker
 from webhooks import emit_event
-from webhooks.db import session_scope
-from webhooks.models import Attempt, Delivery
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from webhooks.listen import Listener
+from webhooks.cli.listen import Listener
 from webhooks.signing import sign
 
 SECRET = "whsec_test-listener-secret"

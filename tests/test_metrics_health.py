@@ -11,9 +11,9 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from webhooks.db import session_scope
-from webhooks.logs import CONTEXT_FIELDS, JsonFormatter, configure_logging, redact
-from webhooks.models import utcnow
+from webhooks.config.logs import CONTEXT_FIELDS, JsonFormatter, configure_logging, redact
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import utcnow
 
 from tests.api.helpers import emit, make_subscription, set_delivery
 from tests.dashboard.rows import add_attempts, pause_subscription
@@ -40,9 +40,9 @@ def client(app):
 
 @pytest.fixture
 def no_publish(monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
 
 
 def database_down(monkeypatch):
@@ -53,7 +53,7 @@ def database_down(monkeypatch):
 
 
 def broker_down(monkeypatch):
-    from webhooks.queue import celery_app
+    from webhooks.broker.celery_app import celery_app
 
     monkeypatch.setattr(celery_app.conf, "broker_write_url", DOWN_BROKER)
 
@@ -186,7 +186,7 @@ def test_attempt_counters_come_from_the_rollup_not_the_attempts_table(client, no
     from sqlalchemy import delete
 
     from tests.api.helpers import new_caller
-    from webhooks.models import Attempt
+    from webhooks.storage.models import Attempt
 
     account_id = new_caller("acme").account_id
     make_subscription(account_id, "https://a.example.com/in")
@@ -311,7 +311,7 @@ def test_secrets_in_messages_and_tracebacks_are_masked():
     ("to http://a:b@h1/ and http://c:d@h2/", "to http://a:***@h1/ and http://c:***@h2/"),
 ])
 def test_url_passwords_are_masked_up_to_the_last_at_sign(text, masked):
-    from webhooks.logs import mask_url_passwords
+    from webhooks.config.logs import mask_url_passwords
 
     assert mask_url_passwords(text) == masked
     assert redact(text) == masked.replace("***", "[redacted]")
@@ -350,7 +350,7 @@ def test_dashboard_actions_log_ids_and_never_the_secret(client, caplog, no_publi
         post_form(client, page, f"{page}/rotate-secret")
         client.get(f"{page}/secret")
     with session_scope() as session:
-        from webhooks.models import Subscription
+        from webhooks.storage.models import Subscription
 
         secret = session.get(Subscription, subscription_id).secret
     lines = [JsonFormatter().format(r) for r in caplog.records if r.name == "web.dashboard"]

@@ -10,9 +10,9 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from tests.support import services
-from webhooks.db import get_engine
-from webhooks.migrate import alembic_config
-from webhooks.models import Base
+from webhooks.storage.db import get_engine
+from webhooks.storage.migrate import alembic_config
+from webhooks.storage.models import Base
 
 
 def test_migrated_schema_matches_the_models(any_db):
@@ -22,7 +22,7 @@ def test_migrated_schema_matches_the_models(any_db):
 
 
 def test_upgrade_twice_is_harmless(sqlite_db):
-    from webhooks.migrate import upgrade
+    from webhooks.storage.migrate import upgrade
 
     def schema():
         with get_engine(sqlite_db).connect() as connection:

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from webhooks.netguard import is_public_address
+from webhooks.sender.netguard import is_public_address
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_public_addresses_are_allowed(address):
 
 @pytest.mark.parametrize("address", ["10.1.2.3", "fd00::5", "169.254.169.254"])
 def test_a_refusal_names_no_address_to_the_tenant_and_logs_it_for_operators(address, caplog):
-    from webhooks.netguard import describe_refusal
+    from webhooks.sender.netguard import describe_refusal
 
     caplog.set_level(logging.WARNING, logger="webhooks.netguard")
     message = describe_refusal(address)

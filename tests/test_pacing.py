@@ -1,4 +1,4 @@
-"""A subscription's rate_limit (webhooks/pacing.py): slots shared by every claim, waiting
+"""A subscription's rate_limit (webhooks/lifecycle/pacing.py): slots shared by every claim, waiting
 that is not an attempt, on PostgreSQL and SQLite. Times are given, never waited for."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from sqlalchemy import func, select, update
 
 from tests.factories import make_account, make_subscription
 from tests.test_store import delivery, emit, record
-from webhooks import pacing
-from webhooks.claim import Claim, claim
-from webhooks.db import get_engine, session_scope
-from webhooks.delivery import run_attempt
-from webhooks.models import Attempt, Subscription, utcnow
-from webhooks.policy import Rules
-from webhooks.transport import AttemptResult
+from webhooks.lifecycle import pacing
+from webhooks.lifecycle.attempt import run_attempt
+from webhooks.lifecycle.claim import Claim, claim
+from webhooks.lifecycle.policy import Rules
+from webhooks.sender.post import AttemptResult
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Attempt, Subscription, utcnow
 
 RULES = Rules((60, 300), countdown_limit=300, pause_after=25)
 

@@ -13,11 +13,11 @@ from tests.factories import make_account, make_subscription
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.worker import WorkerProcess
 from webhooks import emit_event
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.db import session_scope
-from webhooks.models import Attempt, Delivery, Subscription, utcnow
-from webhooks.samples import sample_data
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.samples import sample_data
 from webhooks.signing import verify
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
 pytestmark = pytest.mark.integration
 
@@ -154,7 +154,8 @@ def test_429_then_200_ends_done(pipeline, receiver):
 
 
 def test_25_consecutive_failures_pause_then_resume_delivers_what_was_held(pipeline, receiver):
-    from webhooks import queue, store
+    from webhooks.broker import celery_app, outbox
+    from webhooks.lifecycle import changes as store
 
     receiver.script("/broken", 503)
     subscription = make_subscription(pipeline, receiver.url("/broken"))
@@ -177,7 +178,7 @@ def test_25_consecutive_failures_pause_then_resume_delivers_what_was_held(pipeli
     receiver.script("/broken", 200)
     with session_scope() as session:
         assert store.resume_subscription(session, subscription.id, utcnow()) == 25
-    assert queue.request_sweep()
+    assert outbox.request_sweep()
     wait_until(lambda: {delivery_status(i) for i in ids} == {"done"}, what="all delivered")
     row = subscription_row()
     assert (row.status, row.consecutive_failures) == ("active", 0)

@@ -3,7 +3,7 @@ pure function that decides what follows an attempt, and the ladder's end."""
 
 import pytest
 
-from webhooks.policy import Counter, Outcome, Rules, Wait, classify, next_step, pauses, retry_delay
+from webhooks.lifecycle.policy import Counter, Outcome, Rules, Wait, classify, next_step, pauses, retry_delay
 
 LADDER = (60, 300, 1800, 7200, 43200)
 RULES = Rules(LADDER, countdown_limit=300, pause_after=25)
@@ -115,3 +115,16 @@ def test_a_test_ping_failure_counts_but_never_pauses_by_itself():
     """CONTRACT 9.1: the counter moves, the pause waits for another type's failure."""
     assert not pauses(25, RULES, "test.ping")
     assert not pauses(1000, RULES, "test.ping")
+
+
+def test_the_failure_kind_reaches_the_policy(monkeypatch):
+    """Without a response the kind decides: every kind is retried today, and a kind made
+    permanent (policy.PERMANENT_KINDS) ends the delivery failed at once, as a 4xx does."""
+    from webhooks.lifecycle import policy
+
+    assert step(1, None, "email.sent").status == "pending"
+    assert policy.next_step(1, None, "email.sent", RULES, error_kind="dns").status == "pending"
+    monkeypatch.setattr(policy, "PERMANENT_KINDS", frozenset({"dns"}))
+    failed = policy.next_step(1, None, "email.sent", RULES, error_kind="dns")
+    assert failed.status == "failed" and failed.outcome is Outcome.PERMANENT_FAILURE
+    assert policy.next_step(1, None, "email.sent", RULES, error_kind="timeout").status == "pending"

@@ -1,4 +1,4 @@
-"""webhooks/portal_links.py on both databases: a link is spent once, never after its expiry,
+"""webhooks/services/portal_links.py on both databases: a link is spent once, never after its expiry,
 and spent links are deleted in bounded batches."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
-from webhooks.accounts import create_account
-from webhooks.db import session_scope
-from webhooks.models import PortalLink, utcnow
-from webhooks.portal_links import consume_link, create_link, delete_spent
+from webhooks.tenants.accounts import create_account
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import PortalLink, utcnow
+from webhooks.services.portal_links import consume_link, create_link, delete_spent
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Server-side prepared statements (webhooks/prepared.py) on the real PostgreSQL."""
+"""Server-side prepared statements (webhooks/storage/prepared.py) on the real PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import text
 
-from webhooks.prepared import PreparedStatement
+from webhooks.storage.prepared import PreparedStatement
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,7 @@ def prepared_names(connection) -> set[str]:
 
 
 def test_binds_by_name_and_returns_aware_timestamps(db):
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine().begin() as connection:
         (row,) = ECHO.execute(connection, {"word": "hi", "n": 41, "at": MOMENT})
@@ -34,7 +34,7 @@ def test_binds_by_name_and_returns_aware_timestamps(db):
 
 
 def test_prepares_once_per_connection_and_survives_a_rollback(db):
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     engine = get_engine()
     with engine.connect() as connection:
@@ -49,7 +49,7 @@ def test_prepares_once_per_connection_and_survives_a_rollback(db):
 
 
 def test_a_new_connection_prepares_again(db):
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     engine = get_engine()
     with engine.begin() as connection:
@@ -61,7 +61,7 @@ def test_a_new_connection_prepares_again(db):
 
 
 def test_naive_timestamps_are_refused(db):
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine().begin() as connection, pytest.raises(ValueError, match="naive"):
         ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT.replace(tzinfo=None)})
@@ -87,7 +87,7 @@ def test_a_killed_connection_is_replaced_and_prepares_again(db):
     from sqlalchemy.exc import OperationalError
 
     from tests.support.services import PG_URL, kill_idle_pooled_connection
-    from webhooks.db import make_engine
+    from webhooks.storage.db import make_engine
 
     engine = make_engine(PG_URL, pre_ping=False)
     try:
@@ -111,7 +111,7 @@ def test_on_an_autocommit_connection_a_killed_one_is_invalidated_as_sqlalchemy_w
     from sqlalchemy.exc import OperationalError
 
     from tests.support.services import PG_URL, kill_idle_pooled_connection
-    from webhooks.db import make_engine
+    from webhooks.storage.db import make_engine
 
     engine = make_engine(PG_URL, pre_ping=False, attempts=True)
     try:
@@ -133,7 +133,7 @@ def test_on_an_autocommit_connection_errors_are_sqlalchemys_and_hide_the_values(
     from sqlalchemy.exc import DataError
 
     from tests.support.services import PG_URL
-    from webhooks.db import make_engine
+    from webhooks.storage.db import make_engine
 
     divide = PreparedStatement("test_divide_v1", "SELECT 1 / :n AS q", [("n", "integer")])
     engine = make_engine(PG_URL, pre_ping=False, attempts=True)

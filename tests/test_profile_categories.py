@@ -4,15 +4,15 @@ from benchmarks.profile_categories import categorise
 from benchmarks.scenarios.profile import OUTSIDE_GIL, breakdown, read_stacks
 
 CELERY = "trace_task (celery/app/trace.py:453)"
-RUN = "run_attempt (webhooks/delivery.py:101)"
+RUN = "run_attempt (webhooks/lifecycle/attempt.py:101)"
 
 
 def test_the_leaf_most_known_frame_names_the_part():
-    json_in_logs = [CELERY, RUN, "_log_attempt (webhooks/delivery.py:210)",
-                    "format (webhooks/logs.py:60)",
+    json_in_logs = [CELERY, RUN, "_log_attempt (webhooks/lifecycle/attempt.py:210)",
+                    "format (webhooks/config/logs.py:60)",
                     "encode (json/encoder.py:200)"]
     assert categorise(json_in_logs) == "logging"
-    claim = [CELERY, RUN, "execute (webhooks/prepared.py:90)",
+    claim = [CELERY, RUN, "execute (webhooks/storage/prepared.py:90)",
              "execute (sqlalchemy/engine/base.py:1400)"]
     assert categorise(claim) == "database (SQLAlchemy, psycopg2)"
     assert categorise([CELERY, RUN]) == "service logic (webhooks/)"

@@ -1,4 +1,4 @@
-"""queue.publish writes the deliver message Celery's send_task writes (queue._send_deliver)."""
+"""outbox.send_to_broker writes the deliver message Celery's send_task writes (outbox._send_deliver)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from webhooks import queue
-from webhooks.outbox import Dispatch
+from webhooks.broker import celery_app, outbox
+from webhooks.broker.outbox import Dispatch
 
 # Different in every message, whoever sends it.
 PER_MESSAGE_HEADERS = {"id", "root_id", "eta", "origin"}
@@ -18,13 +18,13 @@ PER_MESSAGE_PROPERTIES = {"correlation_id", "delivery_tag", "reply_to"}
 
 @pytest.fixture
 def broker(redis_broker, monkeypatch):
-    monkeypatch.setattr(queue, "_broker_down_until", 0.0)
+    monkeypatch.setattr(outbox, "_broker_down_until", 0.0)
     return redis_broker
 
 
 def _sent(broker) -> list[dict]:
     """The messages on the delivery queue, oldest first, with their bodies decoded."""
-    messages = [json.loads(raw) for raw in reversed(broker.lrange(queue.DELIVERY_QUEUE, 0, -1))]
+    messages = [json.loads(raw) for raw in reversed(broker.lrange(celery_app.DELIVERY_QUEUE, 0, -1))]
     for message in messages:
         message["body"] = json.loads(base64.b64decode(message["body"]))
     return messages
@@ -36,9 +36,9 @@ def _without(mapping: dict, keys: set) -> dict:
 
 @pytest.mark.parametrize("countdown", [None, 30.0])
 def test_the_message_is_the_one_send_task_writes(broker, countdown):
-    app = queue.get_app()
-    assert queue.publish([Dispatch("d-1", 2, countdown)]) == []
-    app.send_task(queue.DELIVER_TASK, args=("d-1", 2), countdown=countdown)
+    app = celery_app.get_app()
+    assert outbox.send_to_broker([Dispatch("d-1", 2, countdown)]) == []
+    app.send_task(celery_app.DELIVER_TASK, args=("d-1", 2), countdown=countdown)
     ours, celerys = _sent(broker)
     assert _without(ours["headers"], PER_MESSAGE_HEADERS) == _without(
         celerys["headers"], PER_MESSAGE_HEADERS)
@@ -57,7 +57,7 @@ def test_the_message_is_the_one_send_task_writes(broker, countdown):
 
 
 def test_each_message_has_its_own_task_id(broker):
-    queue.publish([Dispatch(f"d-{n}", 0) for n in range(3)])
+    outbox.send_to_broker([Dispatch(f"d-{n}", 0) for n in range(3)])
     ids = [m["headers"]["id"] for m in _sent(broker)]
     assert len(set(ids)) == 3
     assert [m["properties"]["correlation_id"] for m in _sent(broker)] == ids

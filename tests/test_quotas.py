@@ -13,11 +13,11 @@ from sqlalchemy import func, select, text
 
 from tests.factories import make_account
 from tests.support.stack import wait_until
-from webhooks import store
 from webhooks.config import reset_settings_cache
-from webhooks.db import get_engine, get_sessionmaker, session_scope
 from webhooks.errors import Conflict
-from webhooks.models import Subscription, utcnow
+from webhooks.lifecycle import changes as store
+from webhooks.storage.db import get_engine, get_sessionmaker, session_scope
+from webhooks.storage.models import Subscription, utcnow
 
 
 def create(account_id: str, session=None, **limit):

@@ -1,4 +1,4 @@
-"""Recover (webhooks/recover.py): replay a window's failed and dead deliveries, in batches,
+"""Recover (webhooks/lifecycle/recover.py): replay a window's failed and dead deliveries, in batches,
 never one twice. On PostgreSQL and SQLite."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from sqlalchemy import select, update
 
 from tests.factories import make_account, make_subscription
 from tests.test_store import emit
-from webhooks.db import get_sessionmaker, session_scope
 from webhooks.errors import InvalidWindow
-from webhooks.models import Delivery, Subscription, utcnow
-from webhooks.recover import recover
+from webhooks.lifecycle.recover import recover
+from webhooks.storage.db import get_sessionmaker, session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
 
 HOUR = dt.timedelta(hours=1)
 
@@ -83,7 +83,7 @@ def test_recovering_again_replays_nothing_twice(subscription):
 
 
 def test_a_delivery_replayed_by_hand_is_not_replayed_again(subscription):
-    from webhooks.store import replay_delivery
+    from webhooks.lifecycle.changes import replay_delivery
 
     now = utcnow()
     replayed = _make(subscription, "dead", now - HOUR)
@@ -95,7 +95,7 @@ def test_a_delivery_replayed_by_hand_is_not_replayed_again(subscription):
 
 
 def test_recover_works_in_batches_and_stops_at_its_limit(subscription, monkeypatch):
-    import webhooks.recover as module
+    import webhooks.lifecycle.recover as module
 
     now = utcnow()
     ids = [_make(subscription, "failed", now - HOUR + dt.timedelta(seconds=i)) for i in range(7)]
@@ -114,7 +114,7 @@ def test_recover_works_in_batches_and_stops_at_its_limit(subscription, monkeypat
 
 
 def test_each_batch_is_committed_before_the_next_begins(subscription, monkeypatch):
-    import webhooks.recover as module
+    import webhooks.lifecycle.recover as module
 
     now = utcnow()
     for i in range(4):

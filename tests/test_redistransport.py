@@ -1,4 +1,4 @@
-"""The Redis transport with one redis-py client per channel (webhooks/redistransport.py)."""
+"""The Redis transport with one redis-py client per channel (webhooks/broker/redis_transport.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from kombu import Connection, Queue
 
 from tests.support.celeryconf import transport_for
 from tests.support.services import REDIS_URL
-from webhooks.redistransport import Transport, uses_this_transport
+from webhooks.broker.redis_transport import Transport, uses_this_transport
 
-TRANSPORT = "webhooks.redistransport:Transport"
+TRANSPORT = "webhooks.broker.redis_transport:Transport"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Retention (webhooks/retention.py, `webhooks db purge`): what goes, what stays, in batches."""
+"""Retention (webhooks/storage/retention.py, `webhooks db purge`): what goes, what stays, in batches."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import pytest
 from sqlalchemy import func, insert, select
 
 from tests.factories import make_account, make_subscription
-from webhooks import retention
-from webhooks.db import get_engine, session_scope
-from webhooks.models import Attempt, AttemptHour, Delivery, Event, new_id, utcnow
-from webhooks.rollup import count_attempt, floor_hour
+from webhooks.storage import retention
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Attempt, AttemptHour, Delivery, Event, new_id, utcnow
+from webhooks.storage.rollup import count_attempt, floor_hour
 
 NOW = dt.datetime(2026, 9, 1, 12, 30, tzinfo=dt.timezone.utc)
 OLD = NOW - dt.timedelta(days=31)  # before the 30-day cut-off
@@ -222,7 +222,7 @@ def test_a_scheduled_run_does_nothing_while_another_one_runs(db):
 
 
 def test_the_purge_travels_on_its_own_queue_and_deliveries_and_the_sweep_do_not():
-    from webhooks.queue import (DELIVER_TASK, DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK,
+    from webhooks.broker.celery_app import (DELIVER_TASK, DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK,
                                 SWEEP_TASK, get_app)
 
     router = get_app().amqp.router
@@ -234,7 +234,7 @@ def test_the_purge_travels_on_its_own_queue_and_deliveries_and_the_sweep_do_not(
 def test_the_procfile_and_webhooks_dev_run_workers_of_both_queues():
     from pathlib import Path
 
-    from webhooks.devserver import process_specs
+    from webhooks.cli.devserver import process_specs
 
     procfile = (Path(__file__).resolve().parents[1] / "Procfile").read_text()
     (worker_line,) = [line for line in procfile.splitlines() if line.startswith("worker:")]
@@ -249,7 +249,7 @@ def test_a_worker_started_for_the_delivery_queue_alone_still_runs_the_purge(db, 
     the maintenance queue too: otherwise nothing would purge."""
     from tests.support.services import REDIS_URL
     from tests.support.worker import WorkerProcess
-    from webhooks.queue import PURGE_TASK, get_app
+    from webhooks.broker.celery_app import PURGE_TASK, get_app
 
     account_id, _ = make_account()
     subscription = (account_id, make_subscription(account_id, "https://e.example.com/").id)

@@ -10,14 +10,14 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.factories import make_account, make_subscription
-from webhooks import rollup
-from webhooks.claim import claim as claim_attempt
-from webhooks.db import get_engine, session_scope
 from webhooks.emit import emit_event
-from webhooks.models import Attempt, AttemptHour, AttemptTotal, Delivery, utcnow
-from webhooks.policy import Rules, next_step
-from webhooks.record import record
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle.claim import claim as claim_attempt
+from webhooks.lifecycle.policy import Rules, next_step
+from webhooks.lifecycle.record import record
+from webhooks.storage import rollup
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Attempt, AttemptHour, AttemptTotal, Delivery, utcnow
 
 RULES = Rules((60, 300, 1800, 7200, 43200), countdown_limit=300, pause_after=25)
 

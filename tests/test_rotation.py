@@ -1,4 +1,4 @@
-"""Staged secret rotation (webhooks/rotation.py): which secret signs, decided at the claim.
+"""Staged secret rotation (webhooks/tenants/rotation.py): which secret signs, decided at the claim.
 
 On PostgreSQL and SQLite. Time is moved by writing ``next_secret_active_at``
 (the moment the staged secret takes over), never by waiting.
@@ -14,13 +14,13 @@ from sqlalchemy import update
 
 from tests.factories import make_account, make_subscription
 from tests.test_store import claim, emit
-from webhooks import rotation
-from webhooks.db import session_scope
-from webhooks.delivery import run_attempt
-from webhooks.models import Subscription, utcnow
+from webhooks.lifecycle.attempt import run_attempt
+from webhooks.lifecycle.sweep import sweep
+from webhooks.sender.post import AttemptResult
 from webhooks.signing import InvalidSignature, verify
-from webhooks.sweep import sweep
-from webhooks.transport import AttemptResult
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription, utcnow
+from webhooks.tenants import rotation
 
 NOW = dt.datetime(2026, 7, 30, 12, 0, tzinfo=dt.timezone.utc)
 

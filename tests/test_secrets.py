@@ -20,10 +20,11 @@ from sqlalchemy import text
 
 from tests.support.fastreceiver import FastReceiver
 from tests.support.stack import Workers, terminate_backends, use_env, wait_until, worker_env
-from webhooks import emit_event, publisher
-from webhooks.db import get_engine, session_scope
-from webhooks.samples import sample_data
+from webhooks import emit_event
+from webhooks.broker import outbox
+from webhooks.events.samples import sample_data
 from webhooks.signing import InvalidSignature, verify
+from webhooks.storage.db import get_engine, session_scope
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +66,7 @@ def _dump_database() -> str:
 def test_api_keys_are_stored_only_hashed(db):
     from click.testing import CliRunner
 
-    from webhooks.accounts import create_account
+    from webhooks.tenants.accounts import create_account
     from webhooks.cli import main
 
     with session_scope() as session:
@@ -147,7 +148,7 @@ def test_a_full_cycle_logs_no_secret_and_rotation_signs_the_next_attempt(cycle, 
         response = client.get(API + "/subscriptions", headers={"Authorization": header})
         assert response.status_code == 401
         bodies.append((401, f"401 for {header[:6]}…: {response.get_data(as_text=True)}"))
-    assert publisher.flush(10)
+    assert outbox.flush(10)
 
     # Rotation: attempt 1 was signed with the old secret, everything after with the new one.
     arrivals = receiver.arrivals("/cycle")
@@ -197,7 +198,7 @@ def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog
     secret or the key."""
     from tests.api.helpers import make_subscription, new_caller
     from web import create_app
-    from webhooks.accounts import new_signing_secret
+    from webhooks.tenants.accounts import new_signing_secret
 
     caplog.set_level(logging.DEBUG)
     client = create_app({"TESTING": True}).test_client()
@@ -210,7 +211,7 @@ def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog
         terminate_backends()  # the request's own connection too: its UPDATE will fail
         return issued[-1]
 
-    monkeypatch.setattr("webhooks.rotation.new_signing_secret", secret_then_outage)
+    monkeypatch.setattr("webhooks.tenants.rotation.new_signing_secret", secret_then_outage)
     response = client.post(f"{API}/subscriptions/{subscription_id}/rotate-secret",
                            headers=caller.headers, json=body)
     assert response.status_code == 500

@@ -28,10 +28,11 @@ from sqlalchemy import text
 from tests.support.fastreceiver import Hang, ReceiverProcess
 from tests.support.ledger import account, missing_arrivals, report
 from tests.support.stack import Workers, use_env, wait_until, worker_env
-from webhooks import emit_event, publisher
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.db import get_sessionmaker
-from webhooks.samples import sample_data
+from webhooks import emit_event
+from webhooks.broker import outbox
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import get_sessionmaker
 
 pytestmark = [pytest.mark.soak, pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -159,7 +160,7 @@ def test_soak_every_delivery_accounted_for(soak_stack):
     for thread in threads:
         thread.join()
     assert errors == []
-    assert publisher.flush(60)
+    assert outbox.flush(60)
     emit_seconds = time.monotonic() - started
     print(f"emitted {EVENTS} events in {emit_seconds:.1f} s")
     assert sum(emitted.values()) == EVENTS
@@ -224,6 +225,6 @@ def test_soak_every_delivery_accounted_for(soak_stack):
 
 
 def _connection():
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     return get_engine().connect()

@@ -14,11 +14,12 @@ import pytest
 from tests.factories import make_account, make_subscription
 from tests.support.stack import wait_until
 from tests.support.worker import threads_worker
-from webhooks import emit_event, publisher
-from webhooks.db import session_scope
+from webhooks import emit_event
+from webhooks.broker import outbox
 from webhooks.emit import send_test
-from webhooks.models import Delivery, Subscription
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +49,7 @@ def test_send_test_at_a_hanging_endpoint_does_not_starve_a_healthy_account(worke
         for _ in range(5):
             with session_scope() as session:
                 send_test(session, session.get(Subscription, subscription.id))
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     receiver.wait_for(3, "/hang", timeout=20)  # the attacker holds what its caps allow
 
     healthy, _ = make_account("healthy")

@@ -14,14 +14,14 @@ import pytest
 from sqlalchemy import func, select
 
 from tests.factories import make_account, make_subscription
-from webhooks import store
-from webhooks.claim import claim as claim_attempt
-from webhooks.db import get_engine, session_scope
-from webhooks.models import Attempt, Delivery, Subscription, utcnow
-from webhooks.policy import Rules, next_step
-from webhooks.record import record as record_attempt
-from webhooks.samples import sample_data
-from webhooks.sweep import sweep
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle import changes as store
+from webhooks.lifecycle.claim import claim as claim_attempt
+from webhooks.lifecycle.policy import Rules, next_step
+from webhooks.lifecycle.record import record as record_attempt
+from webhooks.lifecycle.sweep import sweep
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
 LADDER = (60, 300, 1800, 7200, 43200)
 
@@ -342,7 +342,7 @@ def test_full_countdown_cap_parks_even_a_short_wait(setup):
 
 
 def test_countdown_budget_counts_riding_retries_and_stops_at_the_cap(setup, monkeypatch):
-    from webhooks.countdowns import CountdownBudget, riding_countdowns
+    from webhooks.broker.countdowns import CountdownBudget, riding_countdowns
 
     account_id, _ = setup
     ids = [emit(account_id).delivery_ids[0] for _ in range(3)]

@@ -18,9 +18,9 @@ from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
 from tests.support.worker import WorkerProcess
 from webhooks import emit_event
-from webhooks.db import session_scope
-from webhooks.models import Attempt, Delivery, Subscription
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription
 
 pytestmark = pytest.mark.integration
 

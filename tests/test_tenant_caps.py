@@ -10,11 +10,11 @@ import threading
 import pytest
 
 from tests.factories import make_account, make_subscription
-from webhooks.claim import Caps, claim as claim_attempt
-from webhooks.db import get_engine, session_scope
 from webhooks.emit import emit_event, send_test
-from webhooks.models import Delivery, Subscription, utcnow
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle.claim import Caps, claim as claim_attempt
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
 
 
 def claim(delivery_id, caps, count=0):

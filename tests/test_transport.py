@@ -7,8 +7,8 @@ import pytest
 
 from tests.support.deadlines import ANSWER_DEADLINE_S, SHORT_DEADLINE_S, SLACK_S, trickle_interval
 from tests.support.rawserver import RawServer
-from webhooks.failures import ErrorKind
-from webhooks.transport import EXCERPT_BYTES, HttpSender
+from webhooks.lifecycle.failure_kinds import ErrorKind
+from webhooks.sender.post import EXCERPT_BYTES, HttpSender
 
 HEADERS = {"Content-Type": "application/json"}
 BODY = b'{"hello":"world"}'

@@ -1,4 +1,4 @@
-"""The waiting counts (webhooks/waiting.py) equal a count of the deliveries after every kind of
+"""The waiting counts (webhooks/storage/waiting_counts.py) equal a count of the deliveries after every kind of
 change, on PostgreSQL (statement triggers, a row per backend) and SQLite (row triggers)."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from sqlalchemy import delete, func, select, text, update
 
 from tests.factories import make_account, make_subscription
 from tests.test_rollup import attempt, emit
-from webhooks import retention, waiting
-from webhooks.db import get_engine, session_scope
-from webhooks.models import Delivery, WaitingCount, utcnow
-from webhooks.store import (delete_subscription, hold_pending, pause_subscription,
+from webhooks.storage import retention
+from webhooks.storage import waiting_counts as waiting
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Delivery, WaitingCount, utcnow
+from webhooks.lifecycle.changes import (delete_subscription, hold_pending, pause_subscription,
                             replay_delivery, resume_subscription)
-from webhooks.sweep import run_sweep
+from webhooks.lifecycle.sweep import run_sweep
 
 
 def counted() -> dict[str, int]:
@@ -39,15 +40,15 @@ def agree() -> dict[str, int]:
 
 @pytest.fixture
 def subscription_id(any_db, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)  # no broker needed
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)  # no broker needed
     account_id, _ = make_account()
     return make_subscription(account_id, "https://e.example.com/in").id
 
 
 def _account(subscription_id: str) -> str:
-    from webhooks.models import Subscription
+    from webhooks.storage.models import Subscription
 
     with session_scope() as session:
         return session.get(Subscription, subscription_id).account_id
@@ -78,7 +79,7 @@ def test_every_change_of_status_is_counted(subscription_id):
 
 
 def test_a_claim_in_flight_is_sending(subscription_id):
-    from webhooks.claim import claim
+    from webhooks.lifecycle.claim import claim
 
     (delivery_id,) = emit(_account(subscription_id))
     with get_engine().begin() as connection:
@@ -151,9 +152,9 @@ def backend_alive(pid: int) -> bool:
 def test_each_backend_counts_in_its_own_row_and_the_sweep_folds_the_gone(db, monkeypatch):
     from sqlalchemy import create_engine
 
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account()
     make_subscription(account_id, "https://e.example.com/in")
     emit(account_id)
@@ -175,9 +176,9 @@ def test_each_backend_counts_in_its_own_row_and_the_sweep_folds_the_gone(db, mon
 
 
 def test_truncate_empties_the_counts(db, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account()
     make_subscription(account_id, "https://e.example.com/in")
     emit(account_id)

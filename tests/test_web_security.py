@@ -65,7 +65,7 @@ def test_malformed_values_name_the_variable(name, value):
 
 
 def test_webhooks_dev_turns_secure_cookies_off_unless_told_otherwise(tmp_path):
-    from webhooks.devserver import dev_environment
+    from webhooks.cli.devserver import dev_environment
 
     base = {"WEBHOOKS_DATA_DIR": str(tmp_path)}
     assert dev_environment(base, port=5000)["WEBHOOKS_SECURE_COOKIES"] == "false"

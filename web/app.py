@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Flask
 
 from webhooks.config import get_settings
-from webhooks.logs import configure_logging
+from webhooks.config.logs import configure_logging
 
 from . import body_limit, health, metrics, ratelimit, security, transaction
 from .api import register_api
@@ -48,7 +48,7 @@ def create_app(config: dict | None = None) -> Flask:
     register_error_handlers(app)
     register_api(app)
     # Operations and the dashboard (README, "Operations"): /healthz, /metrics, /dashboard/,
-    # and JSON log lines (webhooks/logs.py) outside tests.
+    # and JSON log lines (webhooks/config/logs.py) outside tests.
     app.register_blueprint(health.bp)
     app.register_blueprint(metrics.bp)
     register_dashboard(app)

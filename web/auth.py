@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flask import g, request
 
-from webhooks.accounts import account_for_key
+from webhooks.services.accounts import account_for_key
 
 from .errors import ApiError
 from .transaction import db_session

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import select, union_all
+from sqlalchemy import exists, select, union_all
 from sqlalchemy.orm import Session, aliased
 
-from webhooks.models import Delivery, DeliveryStatus, Subscription
-from webhooks.states import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
+from webhooks.services.reads import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
+from webhooks.storage.models import Attempt, Delivery, DeliveryStatus, Subscription
 
 from .pagination import decode_cursor, encode_cursor, older_than
 
@@ -53,6 +53,7 @@ class DeliveryFilters:
     subscription_id: str | None = None
     cursor: str | None = None
     event_id: str | None = None
+    error_kind: str | None = None  # an attempt of the delivery failed for this reason
 
 
 def delivery_page(
@@ -77,6 +78,9 @@ def delivery_page(
         conditions.append(Delivery.event_type == filters.event_type)
     if filters.event_id:
         conditions.append(Delivery.event_id == filters.event_id)
+    if filters.error_kind:
+        conditions.append(exists().where(Attempt.delivery_id == Delivery.id,
+                                         Attempt.error_kind == filters.error_kind))
     statuses = STORED_STATUSES[filters.status] if filters.status else _EVERY_STATUS
     if filters.event_id:
         # One event's deliveries are few (its fan-out): one scan of them, all statuses at once.

@@ -33,7 +33,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from webhooks.config import get_settings
-from webhooks.db import get_engine
+from webhooks.storage.db import get_engine
 
 __all__ = ["bp", "CHECK_TIMEOUT_S", "CONNECT_TIMEOUT_S", "check_database", "check_broker",
            "run_checks", "SingleFlight", "checks_in_flight"]
@@ -63,7 +63,7 @@ def check_database() -> None:
 
 def check_broker() -> None:
     """Raise unless the Celery broker accepts a connection."""
-    from webhooks.queue import celery_app
+    from webhooks.broker.celery_app import celery_app
 
     with celery_app.connection_for_write() as connection:
         # One try, no retry loop: the probe wants an answer now.
@@ -71,7 +71,7 @@ def check_broker() -> None:
 
 
 def _broker_url() -> str:
-    from webhooks.queue import celery_app
+    from webhooks.broker.celery_app import celery_app
 
     return celery_app.conf.broker_write_url or celery_app.conf.broker_url or ""
 

@@ -23,13 +23,13 @@ small queries, none of which reads history:
 ========================================  =====================================================
 
 The two attempt families are counters kept as attempts are recorded
-(``attempt_totals``, webhooks/rollup.py: at most 4 x 12 x 16 rows), so a
+(``attempt_totals``, webhooks/storage/rollup.py: at most 4 x 12 x 16 rows), so a
 scrape costs the same after a year as on the first day; retention does not
 lower them. Use them as counters: ``rate(webhooks_attempts_total[5m])`` is
 attempts per second, ``increase(webhooks_attempts_total[5m])`` what
 ``webhooks_attempts_recent`` showed before. The waiting gauges are exact
 counts kept by triggers on ``deliveries`` in the same transaction as every
-change of status (``waiting_counts``, webhooks/waiting.py): a sum over about
+change of status (``waiting_counts``, webhooks/storage/waiting_counts.py): a sum over about
 one row per database connection, whatever the backlog. The queue lag reads
 the first entry of the pending index. So no query of a scrape grows with
 history or with the backlog.
@@ -53,11 +53,12 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from webhooks.config import get_settings
-from webhooks.db import get_engine
-from webhooks import waiting
-from webhooks.models import (AttemptTotal, Delivery, DeliveryStatus, Subscription,
+from webhooks.storage import waiting_counts as waiting
+from webhooks.storage.backends import backend_of
+from webhooks.storage.db import get_engine
+from webhooks.storage.models import (AttemptTotal, Delivery, DeliveryStatus, Subscription,
                              SubscriptionStatus, utcnow)
-from webhooks.rollup import DURATION_BUCKETS_MS
+from webhooks.storage.rollup import DURATION_BUCKETS_MS
 
 from .errors import ApiError
 
@@ -80,7 +81,7 @@ PAUSED = DeliveryStatus.PAUSED.value
 
 
 def _waiting(connection: Connection) -> dict[str, int]:
-    # Kept by triggers as statuses change (webhooks/waiting.py): a few rows, whatever the backlog.
+    # Kept by triggers as statuses change (webhooks/storage/waiting_counts.py): a few rows, whatever the backlog.
     return waiting.read(connection)
 
 
@@ -121,9 +122,8 @@ def _attempt_totals(connection: Connection) -> dict[str, tuple[int, int, list[in
 
 def read_snapshot(connection: Connection, now: dt.datetime) -> dict:
     """Every number /metrics shows, read in one short transaction."""
-    if connection.dialect.name == "postgresql":
-        # A slow database makes the scrape fail fast instead of piling up scrapes.
-        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    # A slow database makes the scrape fail fast instead of piling up scrapes (PostgreSQL).
+    backend_of(connection).limit_statement_time(connection, STATEMENT_TIMEOUT_MS)
     return {
         "waiting": _waiting(connection),
         "lag": _queue_lag(connection, now),

@@ -18,9 +18,9 @@ from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 from flask import Flask
 
-from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.config import get_settings
-from webhooks.schemas import CanonicalUUID, Timestamp
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.schemas import CanonicalUUID, Timestamp
 
 from .api.prefix import API_PREFIX
 from .apidoc import ApiDoc, doc_of, error_responses

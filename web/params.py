@@ -12,9 +12,9 @@ import uuid
 from flask import request
 from marshmallow import Schema, ValidationError
 
-from webhooks import custom_headers
-from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.config import get_settings
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.services.subscriptions import custom_headers
 
 from .errors import ApiError
 from .schemas import describe_errors

@@ -4,7 +4,7 @@ Checked when a subscription is created or its URL changed, so a typo or an
 internal address is refused at once with a clear message instead of failing
 every delivery. This is a courtesy, not the guard: a host *name* is not
 resolved here (its DNS answer may change later), and the transport checks
-every address it actually connects to (webhooks.transport, netguard).
+every address it actually connects to (webhooks.sender.post, netguard).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from requests.models import PreparedRequest
 from urllib3.util import parse_url
 
 from webhooks.config import get_settings
-from webhooks.logs import mask_url_passwords
-from webhooks.netguard import is_public_address
+from webhooks.config.logs import mask_url_passwords
+from webhooks.sender.netguard import is_public_address
 
 from .errors import ApiError
 

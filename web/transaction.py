@@ -18,8 +18,9 @@ from typing import Callable
 from flask import Flask, Response, current_app, g
 from sqlalchemy.orm import Session
 
-from webhooks.db import get_sessionmaker
-from webhooks.outbox import on_commit
+from webhooks.broker.outbox import on_commit
+from webhooks.storage.backends import backend_of
+from webhooks.storage.db import get_sessionmaker
 
 from .errors import error_response
 
@@ -47,10 +48,7 @@ def read_snapshot() -> Session:
     transactions here begin IMMEDIATE (db.py), which already reads one moment.
     """
     session = db_session()
-    if session.get_bind().dialect.name == "postgresql":
-        if session.in_transaction():
-            session.commit()  # only reads so far: the account of the API key
-        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+    backend_of(session).begin_snapshot(session)
     return session
 
 

@@ -2,7 +2,7 @@
 
 One transaction stores the event and one delivery per matching
 subscription; the deliver messages are handed to the process's publisher
-(publisher.py) only after that transaction commits (a worker must never look
+(webhooks/broker/outbox.py) only after that transaction commits (a worker must never look
 for a row it cannot see yet), and emit_event returns once the broker took
 them. If publishing fails, the deliveries are parked and the sweep sends them.
 """
@@ -17,18 +17,19 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from . import publisher
-from .config import Settings, get_settings
-from .db import get_autocommit_engine, get_engine, get_sessionmaker
-from .emit_statement import store_in_one_statement
-from .errors import NotFound
-from .event_input import envelope_bytes, validate_input
-from .models import Account, Delivery, Event, Subscription, new_id, utcnow
-from .outbox import Dispatch, publish_after_commit
-from .states import DeliveryStatus, SubscriptionStatus, held_by_pause, waiting
+from webhooks.broker import outbox
+from webhooks.broker.outbox import Dispatch, publish_after_commit
+from webhooks.config import Settings, get_settings
+from webhooks.errors import NotFound
+from webhooks.events.inputs import envelope_bytes, validate_input
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
+from webhooks.storage.backends import backend_of
+from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
+from webhooks.storage.emit_statement import store_in_one_statement
+from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id, utcnow
 
 __all__ = ["emit_event", "send_test", "EmittedEvent"]
 
@@ -78,19 +79,8 @@ _TARGETS = (
     .where(accounts_table.c.id == bindparam("account_id"))
 )
 _INSERT_EVENT = insert(events_table)
-_INSERT_DELIVERIES = insert(deliveries_table)
+_INSERT_DELIVERIES = transitions.insert_deliveries
 
-
-def _insert_idempotent_statement(dialect: str):
-    insert_fn = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    return (
-        insert_fn(events_table)
-        .on_conflict_do_nothing(index_elements=["account_id", "idempotency_key"])
-        .returning(events_table.c.id)
-    )
-
-
-_INSERT_EVENT_ONCE = {name: _insert_idempotent_statement(name) for name in ("postgresql", "sqlite")}
 
 
 def _insert_event(connection: Connection, values: dict) -> bool:
@@ -98,7 +88,7 @@ def _insert_event(connection: Connection, values: dict) -> bool:
     if values["idempotency_key"] is None:
         connection.execute(_INSERT_EVENT, values)
         return True
-    statement = _INSERT_EVENT_ONCE[connection.dialect.name]
+    statement = backend_of(connection).insert_event_once()
     return connection.execute(statement, values).first() is not None
 
 
@@ -169,12 +159,11 @@ def _store(
         return _existing(connection, account_id, idempotency_key), []
     rows = []
     for subscription_id, status, has_waiting in targets:
-        unpausable = not held_by_pause(event_type)
-        held = status == SubscriptionStatus.PAUSED.value and not unpausable
+        held = held_while(status, event_type)
         # Deliveries already wait for a free slot of this subscription (its
         # endpoint is slow or hanging, claim.py): this one queues behind
         # them without a broker message, instead of being turned away by a claim.
-        queued = has_waiting and not held and not unpausable
+        queued = has_waiting and not held and held_by_pause(event_type)
         rows.append(dict(
             id=new_id(), account_id=account_id, event_id=event_id,
             subscription_id=subscription_id, event_type=event_type,
@@ -231,13 +220,13 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
         return emitted
     emitted, dispatches = _emit_in_own_transaction(
         account_id, event_type, data, idempotency_key, settings)
-    publisher.publish(dispatches)
+    outbox.publish(dispatches)
     return emitted
 
 
 def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings):
     """Store the event and its deliveries, committed; returns them and what to publish."""
-    if get_engine(pre_ping=False).dialect.name == "postgresql":
+    if backend_of(get_engine(pre_ping=False)).emits_in_one_statement:
         return _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings)
     return _emit_in_a_session(account_id, event_type, data, idempotency_key, settings)
 
@@ -334,7 +323,7 @@ def send_test(session: Session, subscription: Subscription) -> EmittedEvent:
 
     Runs in the caller's transaction; the message is published after it commits.
     """
-    from .samples import sample_data
+    from webhooks.events.samples import sample_data
 
     data = sample_data("test.ping")
     if "subscription_id" in data:

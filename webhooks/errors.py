@@ -10,7 +10,7 @@
      ├── Conflict             a state transition that the object's state does not allow
      ├── InvalidWindow        (also ValueError) a time window that cannot be used (recover)
      └── TransportError       one delivery attempt could not get a response (raised and
-          │                   caught inside webhooks.transport; recorded as the attempt's error)
+          │                   caught inside webhooks.sender.post; recorded as the attempt's error)
           ├── DestinationRefused  the endpoint resolves to an address the guard refuses
           └── AttemptTimeout      the attempt ran past WEBHOOKS_TIMEOUT
 

@@ -5,8 +5,8 @@ import os
 
 from celery.signals import celeryd_after_setup, setup_logging
 
-from webhooks.logs import RoutineToDebug, configure_logging
-from webhooks.queue import MAINTENANCE_QUEUE, get_app
+from webhooks.broker.celery_app import MAINTENANCE_QUEUE, get_app
+from webhooks.config.logs import RoutineToDebug, configure_logging
 
 from . import tasks  # noqa: F401  (registers the tasks on the app)
 
@@ -29,7 +29,7 @@ BEAT_ROUTINE = RoutineToDebug("Scheduler: Sending due task")
 
 @setup_logging.connect
 def _json_logs(loglevel=None, **_):
-    """Worker and beat log JSON lines with delivery ids (webhooks/logs.py), never secrets.
+    """Worker and beat log JSON lines with delivery ids (webhooks/config/logs.py), never secrets.
 
     The level is WEBHOOKS_LOG_LEVEL when it is set, else celery's --loglevel
     (INFO in the Procfile and under ``webhooks dev``).

@@ -1,15 +1,15 @@
-"""Thin Celery tasks: load, call the core, record. All logic lives in webhooks.delivery."""
+"""Thin Celery tasks: load, call the core, record. All logic lives in webhooks.lifecycle.attempt."""
 
 from __future__ import annotations
 
 from sqlalchemy.exc import OperationalError
 
+from webhooks.broker.celery_app import DELIVER_TASK, PURGE_TASK, SWEEP_TASK, get_app
 from webhooks.config import get_settings
-from webhooks.db import get_engine
-from webhooks.delivery import run_attempt
-from webhooks.queue import DELIVER_TASK, PURGE_TASK, SWEEP_TASK, get_app
-from webhooks.retention import run_scheduled
-from webhooks.sweep import run_sweep
+from webhooks.lifecycle.attempt import run_attempt
+from webhooks.lifecycle.sweep import run_sweep
+from webhooks.storage.db import get_engine
+from webhooks.storage.retention import run_scheduled
 
 celery_app = get_app()  # the worker's entry point: the app is built here
 
@@ -39,7 +39,7 @@ def sweep() -> None:
 @celery_app.task(name=PURGE_TASK, autoretry_for=(OperationalError,),
                  retry_kwargs={"max_retries": 1, "countdown": 5})
 def purge() -> None:
-    """Apply retention for at most WEBHOOKS_PURGE_SECONDS (webhooks.retention)."""
+    """Apply retention for at most WEBHOOKS_PURGE_SECONDS (webhooks.storage.retention)."""
     settings = get_settings()
     run_scheduled(get_engine(), retention_days=settings.retention_days,
                   batch=settings.purge_batch, seconds=settings.purge_seconds)

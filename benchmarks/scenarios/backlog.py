@@ -67,7 +67,7 @@ def _wait_taken(ctx: Context, expected: int, give_up_at: float) -> float:
 def _fresh_latency(ctx: Context, worker, samples: list, rate: float) -> dict:
     """Emit fresh events while sampling memory; latency figures of the fresh deliveries."""
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     fresh = seed.make_target(ctx.receiver.url(FRESH_PATH), "fresh")
     data = sample_data(seed.EVENT_TYPE)

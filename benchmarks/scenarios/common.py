@@ -16,7 +16,7 @@ def warm_up(receiver: ReceiverClient, target: seed.Target, path: str, timeout: f
     belongs in a latency figure.
     """
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     before = receiver.count(path)
     emit_event(target.account_id, seed.EVENT_TYPE, sample_data(seed.EVENT_TYPE))

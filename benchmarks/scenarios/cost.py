@@ -36,7 +36,7 @@ def _prepare(ctx: Context, n: int) -> None:
 
 def _resources(ctx: Context, n: int) -> dict:
     """Drain ``n`` deliveries, sampling CPU; commits, WAL and CPU per delivery."""
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     database = make_url(ctx.options.database_url).database
     _prepare(ctx, n)

@@ -71,8 +71,8 @@ def _enqueued(ctx: Context, fn, calls: int, messages_per_call: int) -> tuple[flo
 def measure(ctx: Context) -> dict:
     """One repeat of the three loops."""
     from webhooks import emit_event
-    from webhooks.queue import DELIVER_TASK, celery_app
-    from webhooks.samples import sample_data
+    from webhooks.broker.celery_app import DELIVER_TASK, celery_app
+    from webhooks.events.samples import sample_data
 
     sizes = ctx.sizes
     fan = sizes.fanout_subscriptions

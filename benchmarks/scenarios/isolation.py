@@ -39,7 +39,7 @@ NO_PAUSE = 1_000_000
 def _phase(ctx: Context, healthy: seed.Target, hanging: seed.Target | None, rate: float) -> dict:
     """Emit for the phase, wait for the healthy deliveries, return the healthy figures."""
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     data = sample_data(seed.EVENT_TYPE)
     targets = [healthy] if hanging is None else [healthy, hanging]

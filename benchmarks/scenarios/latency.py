@@ -54,7 +54,7 @@ def figures(seconds: list[float], missing: int, run) -> dict:
 
 def measure_service(ctx: Context, rate: float, duration: float) -> dict:
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     ctx.reset()
     target = seed.make_target(ctx.receiver.url(PATH))

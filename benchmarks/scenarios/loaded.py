@@ -98,7 +98,7 @@ def _wait_first_arrival(ctx: Context, leg: Leg, emitters: list[ManagedProcess]) 
 def _timed_window(ctx: Context, leg: Leg, workers: list[ManagedProcess],
                   emitters: list[ManagedProcess]) -> dict:
     """Deliveries/s over ``shared_seconds``, and the Meter's figures per delivery."""
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     groups = {"worker": [w.pid for w in workers], "emitters": [e.pid for e in emitters]}
     with get_engine().connect() as connection:

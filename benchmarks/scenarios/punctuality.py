@@ -29,7 +29,7 @@ PATH = "/punctual"
 
 
 def _wait_dead(n: int, timeout: float) -> int:
-    from webhooks.db import session_scope
+    from webhooks.storage.db import session_scope
 
     deadline = time.monotonic() + timeout
     while True:
@@ -43,7 +43,7 @@ def _wait_dead(n: int, timeout: float) -> int:
 
 def _attempts() -> dict[str, list[tuple[int, dt.datetime, int]]]:
     """(number, started_at, duration_ms) of every attempt, by delivery."""
-    from webhooks.db import session_scope
+    from webhooks.storage.db import session_scope
 
     by_delivery: dict[str, list] = {}
     with session_scope() as session:
@@ -71,7 +71,7 @@ def lateness(attempts: dict, ladder: tuple[int, ...], countdown_limit: int) -> d
 
 def measure(ctx: Context) -> dict:
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     sizes = ctx.sizes
     ladder, limit = sizes.punctuality_ladder, sizes.punctuality_countdown_limit

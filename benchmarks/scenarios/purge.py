@@ -50,7 +50,7 @@ TARGET_RATIO = 0.9
 
 def _old_rows(account_id: str) -> dict:
     """The history's rows retention deletes: finished deliveries past the cut-off, theirs."""
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     old = ("FROM deliveries d WHERE d.account_id = :a AND d.status IN ('done', 'failed', 'dead') "
            "AND d.created_at < now() AT TIME ZONE 'UTC' - make_interval(days => :days)")
@@ -65,7 +65,7 @@ def _old_rows(account_id: str) -> dict:
 
 def _drain(ctx: Context, label: str, history, purging: bool) -> dict:
     """Publish and drain fresh deliveries with worker and beat; the old rows purged meanwhile."""
-    from webhooks.queue import MAINTENANCE_QUEUE, PURGE_TASK, get_app
+    from webhooks.broker.celery_app import MAINTENANCE_QUEUE, PURGE_TASK, get_app
 
     n = ctx.sizes.purge_deliveries
     path = f"/purge-{label}"
@@ -115,7 +115,7 @@ _RUN_LINE = re.compile(r"retention purged (\d+) events, (\d+) deliveries, (\d+) 
 
 
 def _purge_runs(worker) -> list[tuple[int, float]]:
-    """(rows, seconds) of each purge run the worker logged (webhooks.retention.run_scheduled)."""
+    """(rows, seconds) of each purge run the worker logged (webhooks.storage.retention.run_scheduled)."""
     text_ = worker.log_path.read_bytes()[worker.log_offset:].decode(errors="replace")
     return [(int(e) + int(d) + int(a), float(s)) for e, d, a, s in _RUN_LINE.findall(text_)]
 
@@ -136,8 +136,8 @@ def _pace(ctx: Context):
 def _full_speed(history) -> dict:
     """Purge what is left in this process, unpaced (``webhooks db purge``): rows and rows/s."""
     from webhooks.config import get_settings
-    from webhooks.db import get_engine
-    from webhooks.retention import purge
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.retention import purge
 
     started = time.perf_counter()
     purged = purge(get_engine(), retention_days=RETENTION_DAYS, batch=get_settings().purge_batch)

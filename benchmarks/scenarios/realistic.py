@@ -75,7 +75,7 @@ def _prepare(ctx: Context, delays: list[float]) -> int:
 
 def measure(ctx: Context, phase: str) -> dict:
     """One drain of ``phase``: deliveries/s, worker CPU per delivery, duplicates."""
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     n = _prepare(ctx, phase_delays(ctx.sizes, phase))
     database = make_url(ctx.options.database_url).database

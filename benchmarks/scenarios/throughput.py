@@ -56,7 +56,7 @@ def measure_service(ctx: Context, config: PoolConfig, n: int) -> dict:
 
 def _wait_done(n: int, timeout: float) -> int:
     """Deliveries in status done, waiting up to ``timeout`` s for all ``n`` to be recorded."""
-    from webhooks.db import session_scope
+    from webhooks.storage.db import session_scope
 
     deadline = time.monotonic() + timeout
     while True:

@@ -42,7 +42,7 @@ def peak_rss_mb(process: ManagedProcess) -> float:
 
 
 def _all_finished(expected: int) -> bool:
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine().connect() as connection:
         finished = connection.execute(text(
@@ -53,7 +53,7 @@ def _all_finished(expected: int) -> bool:
 def _run_deliveries(ctx: Context, name: str, urls: list[str], ca_bundle: Path) -> dict:
     """A fresh worker delivers one event to each URL; returns its peak and the time taken."""
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     ctx.reset()
     worker = ctx.start_worker(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from webhooks.db import session_scope
+from webhooks.storage.db import session_scope
 
 from .helpers import settle_publisher
 from .schemathesis_ids import use_own_ids
@@ -82,10 +82,10 @@ class BrokerSpy:
 @pytest.fixture
 def broker(monkeypatch, redis_broker) -> BrokerSpy:
     """Record every publish and sweep request; each still goes to the real Redis."""
-    from webhooks import queue
+    from webhooks.broker import outbox
 
     spy = BrokerSpy()
-    real_publish, real_sweep = queue.publish, queue.request_sweep
+    real_publish, real_sweep = outbox.send_to_broker, outbox.request_sweep
 
     def look():
         if spy.probe is not None:
@@ -103,6 +103,6 @@ def broker(monkeypatch, redis_broker) -> BrokerSpy:
         look()
         return real_sweep()
 
-    monkeypatch.setattr(queue, "publish", publish)
-    monkeypatch.setattr(queue, "request_sweep", request_sweep)
+    monkeypatch.setattr(outbox, "send_to_broker", publish)
+    monkeypatch.setattr(outbox, "request_sweep", request_sweep)
     return spy

@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import insert, update
 
-from webhooks import publisher
-from webhooks.accounts import create_account, new_signing_secret
-from webhooks.db import session_scope
+from webhooks.broker import outbox
 from webhooks.emit import emit_event
-from webhooks.models import Delivery, Event, Subscription, new_id, utcnow
-from webhooks.samples import sample_data
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Event, Subscription, new_id, utcnow
+from webhooks.tenants.accounts import create_account, new_signing_secret
 
 __all__ = [
     "Caller", "new_caller", "make_subscription", "emit", "settle_publisher", "set_delivery",
@@ -64,7 +64,7 @@ def settle_publisher(timeout: float = 10.0) -> None:
     emit_event and send_test publish from a thread after the commit; waiting
     makes a test deterministic: nothing publishes behind its back later.
     """
-    assert publisher.flush(timeout), "the background publisher did not finish in time"
+    assert outbox.flush(timeout), "the background publisher did not finish in time"
 
 
 def set_delivery(delivery_id: str, **values) -> None:

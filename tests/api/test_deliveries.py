@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from sqlalchemy import insert, select
 
-from webhooks.db import session_scope
-from webhooks.models import Attempt, Delivery, Subscription, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
 from .helpers import emit, insert_deliveries, make_subscription, set_delivery
 
@@ -154,6 +154,7 @@ def test_each_filter(client, alice, mixed):
         ("event_type=email.exploded", "invalid_parameter"),
         ("subscription_id=123", "invalid_parameter"),
         ("event_id=xyz", "invalid_parameter"),
+        ("error_kind=nope", "invalid_parameter"),
         ("cursor=garbage!", "invalid_cursor"),
         ("cursor=MXxub3QgYSBkYXRlfHg", "invalid_cursor"),  # base64 of "1|not a date|x"
         ("cursor=", "invalid_parameter"),
@@ -320,3 +321,22 @@ def test_replay_of_an_unknown_delivery_is_404(client, alice):
     missing = "00000000-0000-4000-8000-000000000000"
     response = client.post(f"{BASE}/{missing}/replay", headers=alice.headers)
     assert response.status_code == 404
+
+
+def test_the_error_kind_is_shown_and_filters_the_list(client, alice):
+    """An attempt's error_kind (migration 0011) is in its shape, and ?error_kind= keeps the
+    deliveries with an attempt that failed for that reason."""
+    make_subscription(alice.account_id)
+    _, (timed_out,) = emit(alice.account_id)
+    _, (unresolved,) = emit(alice.account_id)
+    _, (answered,) = emit(alice.account_id)
+    _add_attempt(timed_out, 1, status_code=None, error="timed out", error_kind="timeout")
+    _add_attempt(unresolved, 1, status_code=None, error="no such host", error_kind="dns")
+    _add_attempt(answered, 1, status_code=503)
+    assert _ids(client.get(f"{BASE}?error_kind=timeout", headers=alice.headers)) == [timed_out]
+    assert _ids(client.get(f"{BASE}?error_kind=dns", headers=alice.headers)) == [unresolved]
+    assert _ids(client.get(f"{BASE}?error_kind=tls", headers=alice.headers)) == []
+    shown = client.get(f"{BASE}/{answered}", headers=alice.headers).get_json()["attempts"][0]
+    assert shown["error_kind"] is None
+    shown = client.get(f"{BASE}/{timed_out}", headers=alice.headers).get_json()["attempts"][0]
+    assert shown["error_kind"] == "timeout"

@@ -12,8 +12,8 @@ from sqlalchemy import event, select, update
 
 from tests.factories import make_account, make_subscription
 from web.delivery_list import STORED_STATUSES, DeliveryFilters, delivery_page
-from webhooks.db import get_engine, session_scope
-from webhooks.models import Delivery, DeliveryStatus
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Delivery, DeliveryStatus
 
 from .helpers import insert_deliveries
 

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from webhooks.catalogue import CATALOGUE, EVENT_TYPE_NAMES, validate_data
+from webhooks.events.catalogue import CATALOGUE, EVENT_TYPE_NAMES, validate_data
 
 SAMPLES = "/api/webhooks/events/samples"
 ENVELOPE_KEYS = ["version", "id", "type", "mode", "created_at", "data"]  # SPEC 2.2, in order

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Event, Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Event, Subscription
 
 from .helpers import emit, make_subscription, set_delivery
 

@@ -9,9 +9,9 @@ import pytest
 from web import create_app
 from web.openapi import build_openapi
 from web.schemas import ENVELOPE_SCHEMAS
-from webhooks.catalogue import CATALOGUE
-from webhooks.envelope import build_envelope
-from webhooks.schemas import EnvelopeSchema
+from webhooks.events.catalogue import CATALOGUE
+from webhooks.events.envelope import build_envelope
+from webhooks.events.schemas import EnvelopeSchema
 
 PREFIX = "/api/webhooks/"
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
@@ -164,7 +164,7 @@ def test_a_built_envelope_has_the_schemas_fields_in_their_order():
     """build_envelope (what is serialised and signed) writes exactly EnvelopeSchema's fields."""
     import datetime as dt
 
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     for event_type in CATALOGUE:
         body = build_envelope(

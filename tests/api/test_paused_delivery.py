@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from webhooks.db import session_scope
-from webhooks.models import utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import utcnow
 
 from .helpers import emit, make_subscription, set_delivery
 
@@ -15,7 +15,7 @@ BASE = "/api/webhooks/deliveries"
 def test_a_paused_delivery_has_no_next_attempt_until_resumed(client, alice, broker):
     """Held by a pause, a delivery will not be sent: no next attempt is shown (the dashboard
     shows "—"), though the row keeps the time it was due before. A test ping is never held."""
-    from webhooks import store
+    from webhooks.lifecycle import changes as store
 
     subscription_id = make_subscription(alice.account_id, event_types=["email.sent", "test.ping"])
     _, (held,) = emit(alice.account_id, "email.sent")

@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 from sqlalchemy import func, select
 
-from webhooks.db import session_scope
-from webhooks.models import PortalLink, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import PortalLink, utcnow
 
 pytestmark = pytest.mark.database
 
@@ -117,7 +117,7 @@ def test_without_a_public_url_the_request_s_own_scheme_and_host(client, alice):
 
 
 def test_each_new_link_deletes_a_bounded_batch_of_spent_links(client, alice):
-    from webhooks.portal_links import CLEANUP_BATCH
+    from webhooks.services.portal_links import CLEANUP_BATCH
 
     past = utcnow() - dt.timedelta(seconds=1)
     with session_scope() as session:

@@ -9,9 +9,9 @@ import threading
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from webhooks.db import get_engine, session_scope
-from webhooks.models import Delivery
-from webhooks.recover import _take_turn
+from webhooks.lifecycle.recover import _take_turn
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import Delivery
 
 from .helpers import emit, make_subscription, set_delivery, settle_publisher
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks.claim import claim as claim_attempt
-from webhooks.db import get_engine
-from webhooks.models import utcnow
-from webhooks.policy import Rules, next_step
-from webhooks.record import record
+from webhooks.lifecycle.claim import claim as claim_attempt
+from webhooks.lifecycle.policy import Rules, next_step
+from webhooks.lifecycle.record import record
+from webhooks.storage.db import get_engine
+from webhooks.storage.models import utcnow
 
 from .helpers import emit, make_subscription
 

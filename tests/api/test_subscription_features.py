@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 from sqlalchemy import select, update
 
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Subscription, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
 
 from .helpers import emit, make_subscription, set_delivery
 

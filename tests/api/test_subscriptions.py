@@ -7,8 +7,8 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription
 
 from .helpers import emit, make_subscription, set_delivery
 

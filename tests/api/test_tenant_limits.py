@@ -15,8 +15,8 @@ from sqlalchemy import func, select
 
 from web.errors import too_many_requests
 from webhooks.config import reset_settings_cache
-from webhooks.db import session_scope
-from webhooks.models import Delivery
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery
 
 from .helpers import make_subscription, new_caller, settle_publisher
 

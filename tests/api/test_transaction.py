@@ -8,9 +8,9 @@ from sqlalchemy import select
 from web import create_app
 from web.errors import ApiError
 from web.transaction import after_commit, db_session
-from webhooks.accounts import new_signing_secret
-from webhooks.db import session_scope
-from webhooks.models import Subscription, new_id, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription, new_id, utcnow
+from webhooks.tenants.accounts import new_signing_secret
 
 
 def _subscription(account_id: str, url: str) -> Subscription:

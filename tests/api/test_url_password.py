@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks.db import session_scope
-from webhooks.models import Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription
 
 API = "/api/webhooks/subscriptions"
 URL = "https://hook-user:s3cret-pass@hooks.example.com/in?x=1"

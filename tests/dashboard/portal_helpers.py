@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import DashboardSession, PortalLink, utcnow
-from webhooks.portal_links import create_link
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import DashboardSession, PortalLink, utcnow
+from webhooks.services.portal_links import create_link
 
 __all__ = ["COOKIE", "new_link", "link_path", "session_rows", "link_rows"]
 

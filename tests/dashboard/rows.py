@@ -6,9 +6,9 @@ import datetime as dt
 
 from sqlalchemy import update
 
-from webhooks.db import session_scope
-from webhooks.models import Attempt, Delivery, Subscription, utcnow
-from webhooks.rollup import count_attempt
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
+from webhooks.storage.rollup import count_attempt
 
 from tests.api.helpers import emit, make_subscription, set_delivery
 

@@ -24,8 +24,8 @@ from tests.support import services
 from tests.support.live_app import serving_app
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.worker import WorkerProcess
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription
 
 pytestmark = pytest.mark.integration
 
@@ -150,7 +150,7 @@ def test_a_subscriber_tests_pauses_resumes_and_replays_in_the_dashboard(
 
     from tests.factories import make_account
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     _, api_key = make_account("Acme")
 

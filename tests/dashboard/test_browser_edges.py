@@ -17,10 +17,10 @@ import datetime as dt
 import pytest
 
 from tests.api.helpers import settle_publisher
-from webhooks import store
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.db import session_scope
-from webhooks.models import Delivery, utcnow
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.lifecycle import changes as store
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, utcnow
 
 from .rows import add_attempts, emit, make_subscription, set_delivery
 from tests.dashboard.test_browser import sync_playwright  # noqa: F401  (a fixture)

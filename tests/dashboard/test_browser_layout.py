@@ -24,9 +24,9 @@ from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, sync_playwrigh
 
 from tests.api.helpers import settle_publisher
 from tests.support.live_app import serving_app
-from webhooks import store
-from webhooks.db import session_scope
-from webhooks.models import Delivery, utcnow
+from webhooks.lifecycle import changes as store
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, utcnow
 
 from .rows import add_attempts, dead_delivery, emit, make_subscription, pause_subscription, set_delivery
 

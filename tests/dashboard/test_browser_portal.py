@@ -35,8 +35,8 @@ from sqlalchemy import update
 
 from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, sync_playwright  # noqa: F401
 from tests.support.live_app import serving_app
-from webhooks.db import session_scope
-from webhooks.models import DashboardSession, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import DashboardSession, utcnow
 
 pytestmark = pytest.mark.integration
 

@@ -23,9 +23,9 @@ from tests.dashboard.test_browser import (  # noqa: F401  (fixtures)
     wait_until,
     worker,
 )
-from webhooks.db import session_scope
-from webhooks.models import Subscription
 from webhooks.signing import InvalidSignature, verify
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription
 
 pytestmark = pytest.mark.integration
 
@@ -117,7 +117,7 @@ def test_a_staged_rotation_shows_the_next_secret_and_activates_or_cancels_it(
 
 def test_recover_replays_what_failed_once_and_not_twice(page, live_server, receiver, worker):
     from webhooks import emit_event
-    from webhooks.samples import sample_data
+    from webhooks.events.samples import sample_data
 
     subscription = _sign_in_and_subscribe(page, live_server, receiver, "/recover")
     receiver.script("/recover", 400)  # a 4xx fails a delivery at once, for good

@@ -8,8 +8,8 @@ import base64
 import pytest
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription
 
 from .helpers import csrf_token, post_form
 from .rows import make_subscription

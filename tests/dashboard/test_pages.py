@@ -13,8 +13,8 @@ import re
 import pytest
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription
 
 from .helpers import csrf_token, inputs, post_form, sign_in
 from .rows import add_attempts, dead_delivery, emit, make_subscription, pause_subscription
@@ -243,10 +243,10 @@ def test_edit_the_url_and_the_filter(alice_client, alice):
 
 
 def test_send_test_creates_a_test_ping_delivery_and_shows_it(alice_client, alice, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
     handed = []
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: handed.extend(items) or True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: handed.extend(items) or True)
     subscription_id = make_subscription(alice.account_id)
     page = f"/dashboard/subscriptions/{subscription_id}"
     response = post_form(alice_client, page, f"{page}/test", follow_redirects=True)
@@ -261,10 +261,10 @@ def test_send_test_creates_a_test_ping_delivery_and_shows_it(alice_client, alice
 
 
 def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alice, monkeypatch):
-    from webhooks import queue
+    from webhooks.broker import outbox
 
     sweeps = []
-    monkeypatch.setattr(queue, "request_sweep", lambda: sweeps.append(1) or True)
+    monkeypatch.setattr(outbox, "request_sweep", lambda: sweeps.append(1) or True)
     subscription_id = make_subscription(alice.account_id)
     _, (delivery_id,) = emit(alice.account_id)
     pause_subscription(subscription_id, failures=25)
@@ -343,12 +343,12 @@ def test_the_deliveries_list_filters_by_status_type_and_subscription(alice_clien
 
 
 def test_a_delivery_page_shows_every_attempt_and_replays_a_dead_one(alice_client, alice, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
     subscription_id = make_subscription(alice.account_id)
     dead_id = dead_delivery(alice.account_id, subscription_id)
     handed = []
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: handed.extend(items) or True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: handed.extend(items) or True)
     page = f"/dashboard/deliveries/{dead_id}"
     shown = text(alice_client.get(page))
     for number in range(1, 7):

@@ -8,8 +8,8 @@ import threading
 import pytest
 from sqlalchemy import update
 
-from webhooks.db import session_scope
-from webhooks.models import DashboardSession, PortalLink, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import DashboardSession, PortalLink, utcnow
 
 from .helpers import csrf_token, post_form
 from .portal_helpers import COOKIE, link_path, link_rows, new_link, session_rows

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from webhooks.db import session_scope
-from webhooks.models import utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import utcnow
 from web.dashboard import queries
 from web.dashboard.chart import floor_hour, hourly_buckets
 
@@ -16,9 +16,9 @@ from .rows import add_attempts
 
 
 def test_hourly_outcomes_counts_the_accounts_attempts_per_hour(any_db, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)  # no broker needed
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)  # no broker needed
     account_id, _ = make_account("alice")
     other_id, _ = make_account("bob")
     subscription = make_subscription(account_id, "https://one.example.com/in")
@@ -52,11 +52,11 @@ def test_hourly_outcomes_counts_the_accounts_attempts_per_hour(any_db, monkeypat
 
 def test_status_counts_take_finished_deliveries_from_the_rollup_and_count_waiting_ones(
         any_db, monkeypatch):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
     from .rows import set_delivery
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
     account_id, _ = make_account("alice")
     other_id, _ = make_account("bob")
     subscription = make_subscription(account_id, "https://one.example.com/in")

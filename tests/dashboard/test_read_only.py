@@ -9,8 +9,8 @@ import re
 import pytest
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import Base
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Base
 
 from web.dashboard.portal import ALLOWED_WHEN_READ_ONLY, STATE_CHANGING_METHODS
 

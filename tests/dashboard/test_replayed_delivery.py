@@ -17,9 +17,9 @@ def text(response) -> str:
 @pytest.mark.parametrize("status", ["dead", "failed"])
 def test_a_delivery_already_replayed_points_to_its_replay_instead_of_offering_replay(
         alice_client, alice, monkeypatch, status):
-    from webhooks import publisher
+    from webhooks.broker import outbox
 
-    monkeypatch.setattr(publisher, "publish", lambda items, timeout=None: True)
+    monkeypatch.setattr(outbox, "publish", lambda items, timeout=None: True)
     subscription_id = make_subscription(alice.account_id)
     original = dead_delivery(alice.account_id, subscription_id)
     set_delivery(original, status=status)
@@ -44,11 +44,11 @@ def test_replay_from_a_stale_page_is_refused_naming_the_earlier_replay(alice_cli
     still posts: the server refuses it too (issue 22)."""
     from sqlalchemy import select
 
-    from webhooks import publisher
-    from webhooks.db import session_scope
-    from webhooks.models import Delivery
+    from webhooks.broker import outbox
+    from webhooks.storage.db import session_scope
+    from webhooks.storage.models import Delivery
 
-    monkeypatch.setattr(publisher, "submit", lambda items: None)
+    monkeypatch.setattr(outbox, "submit", lambda items: None)
     subscription_id = make_subscription(alice.account_id)
     original = dead_delivery(alice.account_id, subscription_id)
     page = f"/dashboard/deliveries/{original}"

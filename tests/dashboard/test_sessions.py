@@ -8,8 +8,8 @@ import datetime as dt
 import pytest
 from sqlalchemy import func, select, update
 
-from webhooks.db import session_scope
-from webhooks.models import DashboardSession, Subscription, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import DashboardSession, Subscription, utcnow
 
 from web.dashboard.sessions import CLEANUP_BATCH
 

@@ -9,8 +9,8 @@ import re
 import pytest
 from sqlalchemy import select
 
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Subscription, utcnow
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
 
 from .helpers import post_form
 from .rows import emit, make_subscription, set_delivery
@@ -100,10 +100,10 @@ def _window(moment: dt.datetime) -> str:
 
 
 def test_the_recover_form_replays_once(alice_client, alice, monkeypatch):
-    from webhooks import queue
+    from webhooks.broker import outbox
 
     sweeps = []
-    monkeypatch.setattr(queue, "request_sweep", lambda: sweeps.append(1))
+    monkeypatch.setattr(outbox, "request_sweep", lambda: sweeps.append(1))
     subscription_id = make_subscription(alice.account_id)
     failed = _failed(alice, subscription_id, 2)
     page = _page(subscription_id)

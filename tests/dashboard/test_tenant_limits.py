@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import func, select
 
 from webhooks.config import reset_settings_cache
-from webhooks.db import session_scope
-from webhooks.models import Delivery, Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription
 
 from .helpers import post_form, sign_in
 from .rows import make_subscription

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from webhooks.db import session_scope
-from webhooks.models import Subscription
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Subscription
 
 from .helpers import inputs, post_form
 from .rows import dead_delivery, make_subscription, pause_subscription

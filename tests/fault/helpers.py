@@ -9,9 +9,10 @@ from collections import Counter
 from sqlalchemy import text
 
 from tests.factories import make_account, make_subscription
-from webhooks import emit_event, publisher
-from webhooks.db import get_engine
-from webhooks.samples import sample_data
+from webhooks import emit_event
+from webhooks.broker import outbox
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import get_engine
 
 __all__ = [
     "emit_many", "emit_event_to", "statuses", "status_counts", "attempt_rows", "first_time",
@@ -26,7 +27,7 @@ def emit_many(account_id: str, count: int, event_type: str = "email.sent") -> li
     ids = []
     for _ in range(count):
         ids += emit_event(account_id, event_type, data).delivery_ids
-    assert publisher.flush(30), "the background publisher did not drain"
+    assert outbox.flush(30), "the background publisher did not drain"
     return ids
 
 
@@ -100,5 +101,5 @@ def emit_event_to(url: str, event_type: str = "email.sent") -> str:
     account_id, _ = make_account(url[-100:])
     make_subscription(account_id, url)
     (delivery_id,) = emit_event(account_id, event_type, sample_data(event_type)).delivery_ids
-    assert publisher.flush(10)
+    assert outbox.flush(10)
     return delivery_id

@@ -14,8 +14,9 @@ from tests.support.fastreceiver import Status
 from tests.support.ledger import account, missing_arrivals, report
 from tests.support.services import REDIS_URL
 from tests.support.stack import wait_until
-from webhooks import emit_event, publisher
-from webhooks.samples import sample_data
+from webhooks import emit_event
+from webhooks.broker import outbox
+from webhooks.events.samples import sample_data
 
 from .helpers import Clock, emit_many, first_time, make_account, make_subscription, status_counts, statuses
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.integration]
 
 
 def _parked(ids) -> bool:
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
     from sqlalchemy import text
 
     with get_engine().connect() as connection:
@@ -42,8 +43,6 @@ def test_broker_flushed_with_deliveries_pending_waiting_and_parked(stack, fault_
     - pending: freshly emitted, their messages queued in Redis.
     The flush leaves Redis empty; the restarted worker's sweep sends all 30.
     """
-    from webhooks import queue
-
     clock = Clock()
     fault_receiver.rule("/waiting", first_time(500))
     account_id, _ = make_account()
@@ -56,10 +55,10 @@ def test_broker_flushed_with_deliveries_pending_waiting_and_parked(stack, fault_
                and set(statuses(waiting).values()) == {"pending"}, what="10 first attempts failed")
     stack.stop()  # warm shutdown: the held countdowns go back to Redis
 
-    monkeypatch.setattr(queue, "_broker_down_until", time.monotonic() + 3600)
+    monkeypatch.setattr(outbox, "_broker_down_until", time.monotonic() + 3600)
     parked = emit_many(account_id, 10, "email.opened")
     assert _parked(parked)
-    monkeypatch.setattr(queue, "_broker_down_until", 0.0)
+    monkeypatch.setattr(outbox, "_broker_down_until", 0.0)
     fresh = emit_many(account_id, 10, "email.clicked")
 
     client = redis.Redis.from_url(REDIS_URL)
@@ -151,9 +150,9 @@ def _broker_at(monkeypatch, url: str):
     """Point this process's publishing at ``url``, configured as celeryconfig configures Redis."""
     from celery import Celery
 
-    from webhooks import queue
+    from webhooks.broker import celery_app
 
-    real = queue.celery_app
+    real = celery_app.celery_app
     app = Celery("unreachable", broker=url)
     app.conf.update(
         broker_connection_timeout=real.conf.broker_connection_timeout,
@@ -162,8 +161,8 @@ def _broker_at(monkeypatch, url: str):
         task_publish_retry_policy=real.conf.task_publish_retry_policy,
         task_default_queue=real.conf.task_default_queue,
     )
-    monkeypatch.setattr(queue, "celery_app", app)
-    monkeypatch.setattr(queue, "_broker_down_until", 0.0)
+    monkeypatch.setattr(celery_app, "celery_app", app)
+    monkeypatch.setattr(outbox, "_broker_down_until", 0.0)
 
 
 @pytest.mark.parametrize("broker", ["refused", "black hole"])
@@ -184,7 +183,7 @@ def test_broker_unreachable_when_emitting(stack, fault_receiver, monkeypatch, br
         started = time.monotonic()
         ids += emit_event(account_id, "email.sent", data).delivery_ids
         took.append(time.monotonic() - started)
-    assert publisher.flush(0), "emit_event returned before its messages were published or parked"
+    assert outbox.flush(0), "emit_event returned before its messages were published or parked"
     slowest, parked_after = max(took), took[0]
     try:
         # The broker's socket time-out (celeryconfig: at least 5 s) bounds the first call.

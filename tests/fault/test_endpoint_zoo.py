@@ -19,7 +19,7 @@ from sqlalchemy import text
 
 from tests.support.stack import use_env, wait_until, worker_env
 from tests.support.zoo import Certificates, url_of, zoo
-from webhooks.db import get_engine
+from webhooks.storage.db import get_engine
 
 from .helpers import emit_event_to
 

@@ -66,7 +66,7 @@ def account(case: str, arrivals, *, expected: dict | None = None, allowed=("done
     delivery's endpoint is the receiver); nothing is left ``sending``.
     ``problems`` lists every violation; the caller asserts it is empty.
     """
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine().connect() as connection:
         deliveries = _rows(connection, "SELECT id, status, attempt_count FROM deliveries")
@@ -108,7 +108,7 @@ def account(case: str, arrivals, *, expected: dict | None = None, allowed=("done
 
 def missing_arrivals(arrivals, delivery_ids=None) -> list[str]:
     """Attempts recorded with a response (status code) that never reached the receiver."""
-    from webhooks.db import get_engine
+    from webhooks.storage.db import get_engine
 
     with get_engine().connect() as connection:
         rows = _rows(connection, "SELECT delivery_id, number FROM attempts WHERE status_code IS NOT NULL")

@@ -6,20 +6,17 @@ history. Every query is scoped to the calling account.
 
 from __future__ import annotations
 
-from collections import defaultdict
-
 from flask import Blueprint, Response, url_for
-from sqlalchemy import select
 
-from webhooks.recover import replay_once
-from webhooks.states import REPLAYABLE
-from webhooks.models import Attempt, Delivery, DeliveryStatus, utcnow
+from webhooks.services import reads
+from webhooks.services import replay as replay_service
+from webhooks.storage.models import Attempt, Delivery
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
 from ..delivery_list import DeliveryFilters, delivery_page
 from ..errors import ApiError
-from ..params import canonical_id, load_query
+from ..params import load_query
 from ..responses import json_response
 from ..schemas import DeliveryListSchema, DeliveryQuerySchema, DeliverySchema, delivery_resource
 from ..transaction import db_session, read_snapshot
@@ -36,28 +33,12 @@ _PAGE = DeliveryListSchema()
 
 def _attempts_of(delivery_ids: list[str]) -> dict[str, list[Attempt]]:
     """The attempts of these deliveries, in one query, by delivery id."""
-    by_delivery: dict[str, list[Attempt]] = defaultdict(list)
-    if delivery_ids:
-        rows = db_session().scalars(
-            select(Attempt)
-            .where(Attempt.delivery_id.in_(delivery_ids))
-            .order_by(Attempt.delivery_id, Attempt.number)
-        )
-        for attempt in rows:
-            by_delivery[attempt.delivery_id].append(attempt)
-    return by_delivery
+    return reads.attempts_by_delivery(db_session(), delivery_ids)
 
 
 def _own(delivery_id: str) -> Delivery:
     """The caller's delivery with this id, or 404."""
-    found = None
-    canonical = canonical_id(delivery_id)
-    if canonical is not None:
-        found = db_session().scalars(
-            select(Delivery).where(
-                Delivery.id == canonical, Delivery.account_id == current_account_id()
-            )
-        ).first()
+    found = reads.owned_delivery(db_session(), current_account_id(), delivery_id)
     if found is None:
         raise ApiError(404, "not_found", "Delivery not found.")
     return found
@@ -81,6 +62,7 @@ def list_page() -> Response:
         subscription_id=str(query["subscription_id"]) if "subscription_id" in query else None,
         event_id=str(query["event_id"]) if "event_id" in query else None,
         cursor=query.get("cursor"),
+        error_kind=query.get("error_kind"),
     )
     page, next_cursor = delivery_page(db_session(), current_account_id(), filters, query["limit"])
     attempts = _attempts_of([delivery.id for delivery in page])
@@ -117,16 +99,7 @@ def get(delivery_id: str) -> Response:
 )
 def replay(delivery_id: str) -> Response:
     original = _own(delivery_id)
-    shown = DeliveryStatus(original.status).public
-    if shown not in REPLAYABLE:
-        # Checked here as well as in the store so the message names the public
-        # status: the store's would say "sending" for an attempt in flight.
-        raise ApiError(
-            409,
-            "not_replayable",
-            f"Only failed or dead deliveries can be replayed; this one is {shown}.",
-        )
-    # Conflict already_replayed (409, web/errors.py) if it was; published after commit.
-    replayed = replay_once(db_session(), original, utcnow())
+    # Conflict (409 not_replayable, naming the public status) unless failed or dead.
+    replayed = replay_service.replay(db_session(), original)  # published after commit
     location = url_for(".get", delivery_id=replayed.id)
     return json_response(_ONE, delivery_resource(replayed, []), 202, {"Location": location})

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from webhooks.catalogue import CATALOGUE, EVENT_TYPE_NAMES
 from webhooks.config import get_settings
-from webhooks.envelope import build_envelope
-from webhooks.models import new_id, utcnow
-from webhooks.samples import sample_data
+from webhooks.events.catalogue import CATALOGUE, EVENT_TYPE_NAMES
+from webhooks.events.envelope import build_envelope
+from webhooks.events.samples import sample_data
+from webhooks.storage.models import new_id, utcnow
 
 from ..apidoc import documented
 from ..errors import ApiError

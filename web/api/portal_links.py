@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, current_app, request, url_for
 
-from webhooks.models import utcnow
-from webhooks.portal_links import create_link
+from webhooks.storage.models import utcnow
+from webhooks.services.portal_links import create_link
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id

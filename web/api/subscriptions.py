@@ -9,21 +9,17 @@ existed all answer the same 404.
 from __future__ import annotations
 
 from flask import Blueprint, Response, url_for
-from sqlalchemy import select
 
-from webhooks import queue, rotation, store
-from webhooks.config import get_settings
-from webhooks.emit import send_test
 from webhooks.errors import InvalidWindow
-from webhooks.models import Subscription, utcnow
-from webhooks.recover import recover as recover_window
+from webhooks.services import pausing, reads, recovery, rotation, subscriptions, testing
+from webhooks.services.reads import utcnow
+from webhooks.storage.models import Subscription
 
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
 from ..errors import ApiError
 from ..pagination import keyset_page
 from ..params import (
-    canonical_id,
     load_body,
     load_optional_body,
     load_query,
@@ -46,7 +42,7 @@ from ..schemas import (
     subscription_resource,
 )
 from ..targets import check_target_allowed, url_to_store
-from ..transaction import after_commit, db_session
+from ..transaction import db_session
 from .prefix import API_PREFIX
 
 __all__ = ["bp"]
@@ -76,21 +72,12 @@ def _settings_of(body: dict) -> dict:
         require_known_event_types(body["event_types"])
     if "headers" in body:
         require_settable_headers(body["headers"])
-    return {name: body[name] for name in store.SETTINGS if name in body}
+    return {name: body[name] for name in subscriptions.SETTINGS if name in body}
 
 
 def _own(subscription_id: str) -> Subscription:
     """The caller's live subscription with this id, or 404."""
-    found = None
-    canonical = canonical_id(subscription_id)
-    if canonical is not None:
-        found = db_session().scalars(
-            select(Subscription).where(
-                Subscription.id == canonical,
-                Subscription.account_id == current_account_id(),
-                Subscription.deleted_at.is_(None),
-            )
-        ).first()
+    found = subscriptions.owned(db_session(), current_account_id(), subscription_id)
     if found is None:
         raise ApiError(404, "not_found", "Subscription not found.")
     return found
@@ -114,8 +101,7 @@ def create() -> Response:
     body = load_body(SubscriptionCreateSchema())
     settings = _settings_of(body)
     check_target_allowed(body["url"])
-    subscription = store.create_subscription(
-        db_session(), current_account_id(), body["url"], now=utcnow(), **settings)
+    subscription = subscriptions.create(db_session(), current_account_id(), body["url"], **settings)
     location = url_for(".get", subscription_id=subscription.id)
     return _answer(_WITH_SECRET, subscription, 201, {"Location": location})
 
@@ -131,10 +117,7 @@ def create() -> Response:
 )
 def list_all() -> Response:
     query = load_query(SubscriptionQuerySchema())
-    statement = select(Subscription).where(
-        Subscription.account_id == current_account_id(),
-        Subscription.deleted_at.is_(None),
-    )
+    statement = reads.live_subscriptions(current_account_id())
     page, next_cursor = keyset_page(
         db_session(), statement, Subscription, query.get("cursor"), query["limit"]
     )
@@ -170,9 +153,7 @@ def update(subscription_id: str) -> Response:
     if "url" in body:
         check_target_allowed(body["url"])
         changes["url"] = url_to_store(body["url"], subscription.url)
-    session = db_session()
-    store.change_subscription(session, subscription.id, **changes)
-    session.refresh(subscription)
+    subscriptions.change(db_session(), subscription, **changes)
     return _answer(_PUBLIC, subscription)
 
 
@@ -185,7 +166,7 @@ def update(subscription_id: str) -> Response:
 )
 def delete(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
-    store.delete_subscription(db_session(), subscription.id, utcnow())
+    subscriptions.delete(db_session(), subscription)
     return Response(status=204)
 
 
@@ -205,9 +186,7 @@ def delete(subscription_id: str) -> Response:
 def rotate_secret(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     body = load_optional_body(RotateSecretSchema())
-    session = db_session()
-    rotation.rotate(session, subscription.id, utcnow(), body.get("activate_in"))
-    session.refresh(subscription)
+    rotation.rotate(db_session(), subscription, body.get("activate_in"))
     return _answer(_WITH_SECRET, subscription)
 
 
@@ -231,7 +210,7 @@ def _nothing_staged() -> ApiError:
 def activate_staged_secret(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     session = db_session()
-    if not rotation.activate_now(session, subscription.id, utcnow()):
+    if not rotation.activate_now(session, subscription):
         raise _nothing_staged()
     session.refresh(subscription)
     return _answer(_WITH_SECRET, subscription)
@@ -248,7 +227,7 @@ def activate_staged_secret(subscription_id: str) -> Response:
 def cancel_staged_secret(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     session = db_session()
-    if not rotation.cancel(session, subscription.id, utcnow()):
+    if not rotation.cancel(session, subscription):
         raise _nothing_staged()
     session.refresh(subscription)
     return _answer(_PUBLIC, subscription)
@@ -272,12 +251,9 @@ def cancel_staged_secret(subscription_id: str) -> Response:
 def recover(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     body = load_body(RecoverSchema())
-    settings = get_settings()
     try:
         # Commits the request's session after each batch (only the key was read so far).
-        recovered = recover_window(
-            db_session(), subscription.id, body["since"], body["until"], now=utcnow(),
-            batch=settings.recover_batch, limit=settings.recover_max)
+        recovered = recovery.recover(db_session(), subscription, body["since"], body["until"])
     except InvalidWindow as error:
         raise ApiError(400, "invalid_window", f"The window is not valid: {error}.") from None
     return json_response(_RECOVERED, recovered, 202)
@@ -295,8 +271,8 @@ def recover(subscription_id: str) -> Response:
 def send_test_event(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     check_send_test(subscription.account_id, subscription.id)
-    # send_test publishes when the request's transaction commits.
-    emitted = send_test(db_session(), subscription)
+    # Published when the request's transaction commits.
+    emitted = testing.send_test_event(db_session(), subscription)
     sent = {"event_id": emitted.id, "delivery_id": emitted.delivery_ids[0]}
     return json_response(_TEST_SENT, sent, 202)
 
@@ -311,9 +287,5 @@ def send_test_event(subscription_id: str) -> Response:
 )
 def resume(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
-    session = db_session()
-    store.resume_subscription(session, subscription.id, utcnow())
-    session.refresh(subscription)
-    # The released deliveries are parked and due: one sweep sends them all.
-    after_commit(lambda: queue.request_sweep())
+    pausing.resume(db_session(), subscription)  # and one sweep, after commit, sends what it released
     return _answer(_PUBLIC, subscription)

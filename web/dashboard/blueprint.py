@@ -35,8 +35,8 @@ from flask_limiter import RateLimitExceeded
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
-from webhooks.logs import mask_url_passwords
-from webhooks.models import Account, utcnow
+from webhooks.config.logs import mask_url_passwords
+from webhooks.storage.models import Account, utcnow
 
 from ..errors import rate_limit_exceeded
 from ..transaction import db_session

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 from xml.sax.saxutils import escape
 
-from webhooks.rollup import floor_hour  # re-exported: the chart's hours are the rollup's
+from webhooks.storage.rollup import floor_hour  # re-exported: the chart's hours are the rollup's
 
 __all__ = [
     "Series",
@@ -57,7 +57,7 @@ SERIES: tuple[Series, ...] = (
 UNIT = "attempts"  # what one bar counts, written above the y axis
 _KEYS = tuple(series.key for series in SERIES)
 
-# An attempt's recorded outcome (webhooks.policy.Outcome) -> the series it counts in.
+# An attempt's recorded outcome (webhooks.lifecycle.policy.Outcome) -> the series it counts in.
 OUTCOME_TO_SERIES: dict[str, str] = {
     "success": "done",
     "retry": "retried",

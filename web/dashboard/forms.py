@@ -23,9 +23,9 @@ from wtforms import (
 )
 from wtforms.validators import DataRequired, Length, NumberRange, Optional, ValidationError
 
-from webhooks import custom_headers
-from webhooks.catalogue import CATALOGUE
 from webhooks.config import get_settings
+from webhooks.events.catalogue import CATALOGUE
+from webhooks.services.subscriptions import custom_headers
 
 from ..schemas import MAX_DESCRIPTION_LENGTH, MAX_IN_FLIGHT_MAX, RATE_LIMIT_RANGE
 from ..targets import MAX_URL_LENGTH, url_problem

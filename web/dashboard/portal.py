@@ -1,6 +1,6 @@
 """What a portal session (CONTRACT 9.3) changes in the dashboard: refusals, framing, cookie.
 
-A portal link (webhooks/portal_links.py) opens a dashboard session marked
+A portal link (webhooks/services/portal_links.py) opens a dashboard session marked
 ``portal`` in the signed cookie, ending at the link's ``expires_at`` and
 ``read_only`` if the link is. Three rules follow, each decided here:
 

@@ -13,15 +13,14 @@ import datetime as dt
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from webhooks.models import Attempt, AttemptHour, Delivery, Event, Subscription
-from webhooks.rollup import floor_hour
+from webhooks.services import reads
+from webhooks.services.reads import PUBLIC_STATUSES, STORED_STATUSES, public_status
+from webhooks.storage.models import Attempt, AttemptHour, Delivery, Event, Subscription
+from webhooks.storage.rollup import floor_hour
 
-from .. import delivery_list
-from webhooks.states import PUBLIC_STATUSES, STORED_STATUSES, public_status
-
-from ..delivery_list import DeliveryFilters, owns_subscription
+# delivery_page is the API's (web/delivery_list.py), re-exported: one definition.
+from ..delivery_list import DeliveryFilters, delivery_page, owns_subscription
 from ..pagination import keyset_page
-from ..params import canonical_id
 
 __all__ = [
     "PUBLIC_STATUSES",
@@ -46,32 +45,18 @@ __all__ = [
 # Waiting deliveries are counted up to this many; the page shows more as "1000+" (the
 # count reads that many index entries at most; /metrics has the exact backlog).
 COUNT_CAP = 1_000
-# A finished delivery's last attempt has this outcome (webhooks.policy.Outcome).
+# A finished delivery's last attempt has this outcome (webhooks.lifecycle.policy.Outcome).
 _FINAL_OUTCOMES = {"success": "done", "permanent_failure": "failed", "dead": "dead"}
 
 
 def own_subscription(session: Session, account_id: str, subscription_id: str) -> Subscription | None:
     """The account's live (not deleted) subscription with this id, or None."""
-    canonical = canonical_id(subscription_id)
-    if canonical is None:
-        return None
-    return session.scalars(
-        select(Subscription).where(
-            Subscription.id == canonical,
-            Subscription.account_id == account_id,
-            Subscription.deleted_at.is_(None),
-        )
-    ).first()
+    return reads.owned_subscription(session, account_id, subscription_id)
 
 
 def own_delivery(session: Session, account_id: str, delivery_id: str) -> Delivery | None:
     """The account's delivery with this id (its subscription may be deleted), or None."""
-    canonical = canonical_id(delivery_id)
-    if canonical is None:
-        return None
-    return session.scalars(
-        select(Delivery).where(Delivery.id == canonical, Delivery.account_id == account_id)
-    ).first()
+    return reads.owned_delivery(session, account_id, delivery_id)
 
 
 def subscriptions_of(session: Session, account_id: str) -> list[Subscription]:
@@ -124,17 +109,6 @@ def subscription_labels(session: Session, account_id: str, ids) -> dict[str, tup
     return {row.id: (row.url, row.deleted_at is not None) for row in rows}
 
 
-def delivery_page(
-    session: Session, account_id: str, filters: DeliveryFilters, limit: int = 50
-) -> tuple[list[Delivery], str | None]:
-    """One page of the account's deliveries, newest first, and the cursor of the next page.
-
-    The API's pages (web/delivery_list.py). An invalid cursor raises
-    :class:`web.errors.ApiError` (400).
-    """
-    return delivery_list.delivery_page(session, account_id, filters, limit)
-
-
 def attempts_of(session: Session, delivery_id: str) -> list[Attempt]:
     return list(
         session.scalars(
@@ -181,7 +155,7 @@ def hourly_outcomes(
 ) -> list[tuple[dt.datetime, str, int]]:
     """``(hour, attempt outcome, count)`` for the account's attempts from the hour of ``since`` on.
 
-    Read from the hourly rollup (webhooks/rollup.py), so a day's chart reads
+    Read from the hourly rollup (webhooks/storage/rollup.py), so a day's chart reads
     at most 24 hours x 4 outcomes x its shards per subscription, whatever
     the traffic.
     """

@@ -15,7 +15,7 @@ import secrets
 from pathlib import Path
 
 from webhooks.config import Settings
-from webhooks.datadir import private_dir
+from webhooks.config.datadir import private_dir
 
 __all__ = ["ENV_VAR", "FILE_NAME", "session_secret_key"]
 

@@ -2,7 +2,7 @@
 
 Flask's session cookie is signed, not remembered: clearing it at sign-out
 left any copy saved before (another tab's, a stolen one) valid for its whole
-lifetime. Each sign-in now stores a :class:`~webhooks.models.DashboardSession`
+lifetime. Each sign-in now stores a :class:`~webhooks.storage.models.DashboardSession`
 row named by the SHA-256 of a random token, and the cookie carries the
 token. A request is signed in only while that row exists and has not passed
 its ``expires_at``; sign-out deletes it.
@@ -23,7 +23,7 @@ import secrets
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from webhooks.models import DashboardSession
+from webhooks.storage.models import DashboardSession
 
 __all__ = ["CLEANUP_BATCH", "open_session", "live_session", "close_session",
            "delete_expired"]

@@ -6,11 +6,10 @@ import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
 
-from webhooks.recover import replay_once
-from webhooks.states import REPLAYABLE
-from webhooks.catalogue import EVENT_TYPE_NAMES
 from webhooks.errors import Conflict
-from webhooks.models import Delivery, DeliveryStatus, utcnow
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.services import replay as replay_service
+from webhooks.storage.models import Delivery
 
 from ..errors import ApiError
 from ..params import canonical_id
@@ -105,7 +104,7 @@ def delivery(delivery_id: str):
         subscription_url=url,
         subscription_deleted=deleted,
         # Once replayed, the page points to the replay instead (README, "Dashboard").
-        replayable=shown in REPLAYABLE and not deleted and not replays,
+        replayable=replay_service.is_replayable(found) and not deleted and not replays,
         body=queries.event_body(session, account_id, found.event_id),
     )
 
@@ -114,14 +113,11 @@ def delivery(delivery_id: str):
 def replay_delivery(delivery_id: str):
     original = _own(delivery_id)
     try:
-        replayed = replay_once(db_session(), original, utcnow())
-    except Conflict as error:
-        shown = queries.public_status(original.status)
-        reason = (f"only failed or dead deliveries can be replayed; this one is {shown}"
-                  if shown not in REPLAYABLE else str(error))
-        flash(f"Not replayed: {reason}.", "error")
+        replayed = replay_service.replay(db_session(), original)
+    except Conflict as error:  # not failed or dead, or its subscription deleted: the message says
+        flash(f"Not replayed: {error}.", "error")
         return redirect(url_for("dashboard.delivery", delivery_id=original.id))
-    if replayed.status == DeliveryStatus.PENDING.value:  # published after commit (store.py)
+    if replay_service.was_published(replayed):  # published after commit
         flash("Replay sent as a new delivery.", "success")
     else:
         flash("Replay created; it waits while the subscription is paused.", "info")

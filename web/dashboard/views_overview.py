@@ -9,8 +9,8 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 from sqlalchemy import select
 
-from webhooks.accounts import account_for_key
-from webhooks.models import Delivery, DeliveryStatus, utcnow
+from webhooks.services.accounts import account_for_key
+from webhooks.storage.models import Delivery, DeliveryStatus, utcnow
 
 from ..transaction import db_session
 from . import chart, queries

@@ -1,6 +1,6 @@
 """Opening a portal link (CONTRACT 9.3): ``GET /dashboard/portal/<token>``.
 
-The first open spends the link (webhooks/portal_links.py) and signs this
+The first open spends the link (webhooks/services/portal_links.py) and signs this
 browser in to the link's account until the link's ``expires_at``, read-only
 if the link is, then redirects to the overview (the token leaves the address
 bar). Any later open, or an unknown or expired token, answers 410 with a page
@@ -16,8 +16,8 @@ import logging
 
 from flask import Response, redirect, render_template, request, url_for
 
-from webhooks.models import Account, utcnow
-from webhooks.portal_links import consume_link
+from webhooks.storage.models import Account, utcnow
+from webhooks.services.portal_links import consume_link
 
 from ..transaction import db_session
 from .blueprint import allow_portal_framing, bp, current_account, end_session, start_session

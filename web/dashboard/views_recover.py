@@ -1,5 +1,5 @@
 """Recover in the dashboard: replay a subscription's failed and dead deliveries of a time
-window (webhooks/recover.py, the same function as the API)."""
+window (webhooks/lifecycle/recover.py, the same function as the API)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import logging
 
 from flask import flash, redirect, url_for
 
-from webhooks.config import get_settings
 from webhooks.errors import InvalidWindow
-from webhooks.models import utcnow
-from webhooks.recover import recover
+from webhooks.services import recovery
 
 from ..transaction import db_session
 from .blueprint import bp
@@ -35,13 +33,11 @@ def recover_deliveries(subscription_id: str):
         problems = [error for field in (form.since, form.until) for error in field.errors]
         flash(f"Nothing recovered: {' '.join(problems) or 'enter the window.'}", "error")
         return redirect(page)
-    settings = get_settings()
     ids = _ids(subscription)
     try:
         # Commits the request's session after each batch (only reads were made so far).
-        recovered = recover(db_session(), subscription.id, _utc(form.since.data),
-                            _utc(form.until.data), now=utcnow(),
-                            batch=settings.recover_batch, limit=settings.recover_max)
+        recovered = recovery.recover(db_session(), subscription, _utc(form.since.data),
+                                     _utc(form.until.data))
     except InvalidWindow as refused:
         flash(f"Nothing recovered: {refused}.", "error")
         return redirect(page)

@@ -1,5 +1,5 @@
 """Secret rotation in the dashboard: rotate at once or staged, and for a staged secret
-"Activate now" and "Cancel" (webhooks/rotation.py, the same functions as the API)."""
+"Activate now" and "Cancel" (webhooks/tenants/rotation.py, the same functions as the API)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import logging
 
 from flask import flash, redirect, url_for
 
-from webhooks import rotation
-from webhooks.models import utcnow
+from webhooks.services import rotation
 
 from ..transaction import db_session
 from .blueprint import bp
@@ -26,7 +25,7 @@ def rotate_secret(subscription_id: str):
         flash("Secret not rotated: choose when the new secret signs.", "error")
         return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
     activate_in = form.chosen_activate_in()
-    rotation.rotate(db_session(), subscription.id, utcnow(), activate_in)
+    rotation.rotate(db_session(), subscription, activate_in)
     log.info("signing secret rotated in the dashboard", extra=_ids(subscription))
     if activate_in is None:
         flash("New signing secret made. The old one no longer verifies: update your endpoint.",
@@ -40,7 +39,7 @@ def rotate_secret(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/next-secret/activate")
 def activate_next_secret(subscription_id: str):
     subscription = _own(subscription_id)
-    if rotation.activate_now(db_session(), subscription.id, utcnow()):
+    if rotation.activate_now(db_session(), subscription):
         log.info("staged signing secret activated in the dashboard", extra=_ids(subscription))
         flash("The staged secret signs from now on; the old one no longer verifies.", "success")
     else:
@@ -51,7 +50,7 @@ def activate_next_secret(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/next-secret/cancel")
 def cancel_next_secret(subscription_id: str):
     subscription = _own(subscription_id)
-    if rotation.cancel(db_session(), subscription.id, utcnow()):
+    if rotation.cancel(db_session(), subscription):
         log.info("staged signing secret cancelled in the dashboard", extra=_ids(subscription))
         flash("Staged secret cancelled: the current secret keeps signing.", "success")
     else:

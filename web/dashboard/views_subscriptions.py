@@ -10,17 +10,17 @@ import logging
 from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
-from webhooks import queue, store
 from webhooks.config import get_settings
-from webhooks.emit import send_test
 from webhooks.errors import Conflict
-from webhooks.models import Subscription, SubscriptionStatus, utcnow
-from webhooks.rotation import secrets_at
+from webhooks.services import pausing, subscriptions as subscription_service, testing
+from webhooks.services.reads import utcnow
+from webhooks.services.rotation import secrets_at
+from webhooks.storage.models import Subscription, SubscriptionStatus
 
 from ..errors import ApiError
 from ..ratelimit import check_send_test
 from ..targets import check_target_allowed, shown_url, url_to_store
-from ..transaction import after_commit, db_session
+from ..transaction import db_session
 from . import queries
 from .blueprint import bp, current_account
 from .forms import (
@@ -91,9 +91,8 @@ def new_subscription():
     form = SubscriptionForm()
     if form.validate_on_submit() and not _target_refused(form):
         try:
-            subscription = store.create_subscription(
-                db_session(), current_account().id, form.url.data, now=utcnow(),
-                **form.chosen_settings())
+            subscription = subscription_service.create(
+                db_session(), current_account().id, form.url.data, **form.chosen_settings())
         except Conflict as refused:  # WEBHOOKS_MAX_SUBSCRIPTIONS reached
             flash(f"Subscription not created: {refused}.", "error")
             return _form_page(form, None, 409)
@@ -181,9 +180,9 @@ def edit_subscription(subscription_id: str):
             form.filter_mode.data = ONLY_TYPES
             form.event_types.data = list(subscription.event_types)
     elif form.validate() and not _target_refused(form):
-        store.change_subscription(db_session(), subscription.id,
-                                  url=url_to_store(form.url.data, subscription.url),
-                                  **form.chosen_settings())
+        subscription_service.change(db_session(), subscription,
+                                    url=url_to_store(form.url.data, subscription.url),
+                                    **form.chosen_settings())
         log.info("subscription changed in the dashboard", extra=_ids(subscription))
         flash("Subscription saved.", "success")
         return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
@@ -198,8 +197,8 @@ def send_test_event(subscription_id: str):
     except ApiError as refused:
         flash(f"Test event not sent: {refused.message}", "error")
         return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
-    # Published by send_test when the request's transaction commits.
-    emitted = send_test(db_session(), subscription)
+    # Published when the request's transaction commits.
+    emitted = testing.send_test_event(db_session(), subscription)
     delivery_id = emitted.delivery_ids[0]
     log.info("test event sent from the dashboard",
              extra={**_ids(subscription), "event_id": emitted.id, "delivery_id": delivery_id})
@@ -212,11 +211,7 @@ def send_test_event(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/resume")
 def resume_subscription(subscription_id: str):
     subscription = _own(subscription_id)
-    session = db_session()
-    released = store.resume_subscription(session, subscription.id, utcnow())
-    session.refresh(subscription)
-    # The released deliveries are parked and due: one sweep sends them all.
-    after_commit(lambda: queue.request_sweep())
+    released = pausing.resume(db_session(), subscription)  # and one sweep, after commit
     log.info("subscription resumed from the dashboard", extra=_ids(subscription))
     held = f" {released} held deliver{'y goes' if released == 1 else 'ies go'} out now." if released else ""
     flash(f"Subscription resumed.{held}", "success")
@@ -228,7 +223,7 @@ def delete_subscription(subscription_id: str):
     subscription = _own(subscription_id)
     if request.method == "GET":
         return render_template("dashboard/subscription_delete.html", subscription=subscription)
-    store.delete_subscription(db_session(), subscription.id, utcnow())
+    subscription_service.delete(db_session(), subscription)
     log.info("subscription deleted in the dashboard", extra=_ids(subscription))
     # Flash messages travel in the session cookie: never a password there.
     flash(f"Subscription to {shown_url(subscription.url)} deleted. Its delivery history stays listed.",

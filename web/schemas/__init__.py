@@ -2,7 +2,7 @@
 
 They load (and validate) what clients send, dump what the API answers, and
 are the source of the OpenAPI document (web/openapi.py). The event data
-schemas themselves live in the core (webhooks.schemas).
+schemas themselves live in the core (webhooks.events.schemas).
 """
 
 from .common import (

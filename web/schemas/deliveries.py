@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.models import Attempt, Delivery, DeliveryStatus
-from webhooks.states import PUBLIC_STATUSES
-from webhooks.policy import Outcome
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.services.reads import ERROR_KINDS, PUBLIC_STATUSES, Outcome
+from webhooks.storage.models import Attempt, Delivery, DeliveryStatus
 
 from .common import PageQuerySchema, UTCTimestamp, next_cursor_field
 
@@ -39,6 +38,11 @@ class DeliveryQuerySchema(PageQuerySchema):
     )
     event_type = fields.String(validate=validate.OneOf(EVENT_TYPE_NAMES))
     event_id = fields.UUID(metadata={"description": "only deliveries of this event"})
+    error_kind = fields.String(
+        validate=validate.OneOf(ERROR_KINDS),
+        metadata={"description": "only deliveries with an attempt that got no response for "
+                                 "this reason (an attempt's `error_kind`)"},
+    )
 
 
 class AttemptSchema(Schema):
@@ -49,6 +53,14 @@ class AttemptSchema(Schema):
     duration_ms = fields.Integer(required=True)
     status_code = fields.Integer(required=True, allow_none=True)
     error = fields.String(required=True, allow_none=True)
+    error_kind = fields.String(
+        required=True,
+        allow_none=True,
+        validate=validate.OneOf(ERROR_KINDS),
+        metadata={"description": "why no response came (`timeout`, `dns`, `connection_refused`, "
+                                 "...); null when one came, and for attempts recorded before "
+                                 "the kind was stored"},
+    )
     outcome = fields.String(required=True, validate=validate.OneOf([o.value for o in Outcome]))
     response_excerpt = fields.String(
         required=True,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from marshmallow import EXCLUDE, Schema, fields, validate
 
-from webhooks.catalogue import CATALOGUE, EVENT_TYPE_NAMES, EventType
-from webhooks.fields import one_of
-from webhooks.schemas import EnvelopeSchema
+from webhooks.events.catalogue import CATALOGUE, EVENT_TYPE_NAMES, EventType
+from webhooks.events.fields import one_of
+from webhooks.events.schemas import EnvelopeSchema
 
 __all__ = [
     "EventTypeSchema",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
-from webhooks.fields import StrictBoolean, StrictInteger
-from webhooks.portal_links import EXPIRES_IN_DEFAULT, EXPIRES_IN_RANGE
+from webhooks.events.fields import StrictBoolean, StrictInteger
+from webhooks.services.portal_links import EXPIRES_IN_DEFAULT, EXPIRES_IN_RANGE
 
 from .common import UTCTimestamp
 

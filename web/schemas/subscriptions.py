@@ -13,11 +13,11 @@ import datetime as dt
 
 from marshmallow import Schema, ValidationError, fields, validate
 
-from webhooks import custom_headers
-from webhooks.catalogue import EVENT_TYPE_NAMES
-from webhooks.fields import StrictInteger, StrictNumber
-from webhooks.models import Subscription, SubscriptionStatus, utcnow
-from webhooks.rotation import ACTIVATE_IN_MAX, secrets_at
+from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.fields import StrictInteger, StrictNumber
+from webhooks.services.rotation import ACTIVATE_IN_MAX, secrets_at
+from webhooks.services.subscriptions import custom_headers
+from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
 from .common import PageQuerySchema, Text, UTCMoment, UTCTimestamp, next_cursor_field
@@ -100,7 +100,7 @@ def _description(**kwargs) -> Text:
 
 class HeadersField(fields.Dict):
     """Custom request headers: names (HTTP tokens) to printable ASCII values
-    (webhooks/custom_headers.py). Reserved names are refused by the view, which
+    (webhooks/tenants/custom_headers.py). Reserved names are refused by the view, which
     answers ``reserved_header`` naming them. No message quotes a value."""
 
     def __init__(self, **kwargs):

@@ -1,0 +1,76 @@
+"""The Celery app of every process, its task and queue names, and beat's private schedule.
+
+Nothing here publishes: every message goes through webhooks/broker/outbox.py.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from celery import Celery
+from celery.beat import PersistentScheduler
+
+from webhooks.config import get_settings
+from webhooks.config.datadir import private_dir, private_file, private_umask
+
+__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "DELIVERY_QUEUE",
+           "MAINTENANCE_QUEUE", "PrivateScheduler"]
+
+DELIVER_TASK = "webhooks.deliver"
+SWEEP_TASK = "webhooks.sweep"
+PURGE_TASK = "webhooks.purge"
+# Deliveries and the sweep go through the first queue; the purge through the second, so a
+# backlog of deliveries never holds the purge back. Every worker takes both (worker/__init__.py).
+DELIVERY_QUEUE = "webhooks"
+MAINTENANCE_QUEUE = "webhooks.maintenance"
+
+
+_app_lock = threading.Lock()
+
+
+def get_app() -> Celery:
+    """This process's Celery app, configured from celeryconfig (the settings) on first use.
+
+    ``celery_app.celery_app`` (this module's attribute) is the same object; nothing is built, and no folder
+    made, until something publishes or a worker starts.
+    """
+    app = globals().get("celery_app")  # set once built, or replaced by a test
+    if app is None:
+        with _app_lock:
+            app = globals().get("celery_app")
+            if app is None:
+                app = globals()["celery_app"] = _make_app()
+    return app
+
+
+def __getattr__(name: str):
+    if name == "celery_app":
+        return get_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _make_app() -> Celery:
+    settings = get_settings()
+    if settings.is_embedded_broker:
+        for folder in (settings.data_dir, settings.broker_folder, settings.broker_folder / "control"):
+            private_dir(folder)
+    app = Celery("webhooks")
+    app.config_from_object("celeryconfig")
+    return app
+
+
+class PrivateScheduler(PersistentScheduler):
+    """beat's shelve schedule, created mode 0600 in a folder of mode 0700 (webhooks/config/datadir.py).
+
+    shelve offers no mode argument, so the file is opened under umask 077
+    (beat opens it once, at start, before it sends anything).
+    """
+
+    def _open_schedule(self):
+        path = Path(self.schedule_filename)
+        private_dir(path.parent)
+        for suffix in self.known_suffixes:  # a schedule made by an older version
+            private_file(path.with_name(path.name + suffix))
+        with private_umask():
+            return super()._open_schedule()

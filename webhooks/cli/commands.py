@@ -1,0 +1,250 @@
+"""The ``webhooks`` command line (click).
+
+Every refusal ends the command with exit status 2 and, on stderr, one
+``error: …`` line per problem saying what is wrong and why (the reason of
+each invalid field, the valid choices), never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import sys
+
+import click
+
+from webhooks.errors import ConfigError, InvalidEvent, NotFound, SchemaNotReady
+
+__all__ = ["main"]
+
+
+def _fail(*messages: str) -> None:
+    """Print each message as an ``error:`` line on stderr and exit with status 2."""
+    for message in messages:
+        click.echo(f"error: {message}", err=True)
+    sys.exit(2)
+
+
+@contextlib.contextmanager
+def _database_errors():
+    """A database that cannot be reached or used ends the command with one line, never a traceback."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from webhooks.config.logs import redact
+
+    try:
+        yield
+    except SchemaNotReady as exc:
+        _fail(str(exc))
+    except SQLAlchemyError as exc:
+        cause = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""]
+        _fail(f"the database could not be used ({type(exc).__name__}): {redact(cause[0])}")
+
+
+def _needs_schema(command):
+    """Run ``command`` only on a database at this version's schema revision (see check_schema)."""
+
+    @functools.wraps(command)
+    def wrapper(*args, **kwargs):
+        from webhooks.storage.migrate import check_schema
+
+        with _database_errors():
+            check_schema()
+            return command(*args, **kwargs)
+
+    return wrapper
+
+
+@click.group()
+@click.version_option(package_name="webhooks", prog_name="webhooks")
+def main() -> None:
+    """Outbound webhook delivery service."""
+    try:
+        from webhooks.config import get_settings
+
+        get_settings()
+    except ConfigError as exc:
+        _fail(str(exc))
+
+
+@main.group()
+def db() -> None:
+    """Database schema."""
+
+
+@db.command("upgrade")
+def db_upgrade() -> None:
+    """Create or upgrade the schema (idempotent); says which it did, and the revision."""
+    from webhooks.config import get_settings
+    from webhooks.config.logs import redact
+    from webhooks.storage.migrate import upgrade
+
+    with _database_errors():
+        before, after = upgrade()
+    if before is None:
+        done = f"created the schema at revision {after}"
+    elif before == after:
+        done = f"the schema is already at revision {after}, the newest this version knows"
+    else:
+        done = f"upgraded the schema from revision {before} to {after}"
+    click.echo(f"{done} ({redact(get_settings().database_url)})")
+
+
+@db.command("purge")
+@_needs_schema
+def db_purge() -> None:
+    """Apply the retention rule once, now; prints {"events", "deliveries", "attempts"} deleted.
+
+    Finished deliveries created more than WEBHOOKS_RETENTION_DAYS days ago go
+    with their attempts, and events left with no delivery; pending and paused
+    ones stay. Works in batches of WEBHOOKS_PURGE_BATCH deliveries, each its
+    own short transaction, so workers keep delivering meanwhile.
+    """
+    from webhooks.config import get_settings
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.retention import purge
+
+    settings = get_settings()
+    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch)
+    click.echo(json.dumps(purged.report()))
+
+
+@main.group()
+def accounts() -> None:
+    """Accounts and API keys."""
+
+
+@accounts.command("create")
+@click.argument("name")
+@_needs_schema
+def accounts_create(name: str) -> None:
+    """Create an account; prints {"id", "api_key"} (the key is shown only this once)."""
+    from webhooks.tenants.accounts import create_account
+    from webhooks.storage.db import session_scope
+
+    try:
+        with session_scope() as session:
+            account, api_key = create_account(session, name)
+            account_id = account.id
+    except ValueError as exc:
+        _fail(str(exc))
+    click.echo(json.dumps({"id": account_id, "api_key": api_key}))
+
+
+@main.command("emit")
+@click.argument("account_id")
+@click.argument("event_type")
+@click.option("--data", "data_json", required=True, help="the event's data as a JSON object")
+@click.option("--idempotency-key", default=None, help="the same key returns the same event")
+@_needs_schema
+def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str | None) -> None:
+    """Emit one event; prints {"event_id"}.
+
+    Every problem is reported at once, one line each: an unknown account, then
+    --data that is not JSON, an unknown type (with the valid ones) or each
+    invalid field with the reason.
+    """
+    from webhooks.emit import emit_event
+
+    problems = _emit_problems(account_id, event_type, data_json, idempotency_key)
+    if problems:
+        _fail(*problems)
+    try:
+        event = emit_event(account_id, event_type, json.loads(data_json),
+                           idempotency_key=idempotency_key)
+    except (InvalidEvent, NotFound) as exc:  # the checks above passed; e.g. a payload too large
+        _fail(str(exc))
+    click.echo(json.dumps({"event_id": event.id}))
+
+
+def _emit_problems(account_id: str, event_type: str, data_json: str,
+                   idempotency_key: str | None) -> list[str]:
+    """What is wrong with an ``emit`` command line, the account first; empty when nothing is.
+
+    emit_event stops at the first problem (bad data before an unknown
+    account); a person at a terminal wants to fix them all in one go.
+    """
+    from webhooks.events.inputs import validate_input
+
+    problems = []
+    account = _account_problem(account_id)
+    if account:
+        problems.append(account)
+    try:
+        data = json.loads(data_json)
+    except json.JSONDecodeError as exc:
+        return problems + [f"--data is not valid JSON: {exc}"]
+    try:
+        validate_input(account_id, event_type, data, idempotency_key)
+    except InvalidEvent as exc:
+        if "account_id" not in exc.errors:  # already said, with the reason, above
+            problems.append(str(exc))
+    return problems
+
+
+def _account_problem(account_id: str) -> str | None:
+    """Why ``account_id`` names no account, or None when it names one."""
+    import uuid
+
+    from webhooks.tenants.accounts import API_KEY_PREFIX
+    from webhooks.storage.db import session_scope
+    from webhooks.storage.models import Account
+
+    hint = "give the id that `webhooks accounts create` printed"
+    if account_id.startswith(API_KEY_PREFIX):
+        # Not quoted back: a key is a secret, and this line may end up in a log.
+        return (f"the account given ({API_KEY_PREFIX}…) looks like an API key, not an account "
+                f"id: {hint} as \"id\", not its \"api_key\"")
+    try:
+        canonical = str(uuid.UUID(account_id))
+    except ValueError:
+        return f"account id {account_id!r} is not a UUID: {hint}"
+    if canonical != account_id:
+        return f"account id {account_id!r} is not written as ids are ({canonical}): {hint}"
+    with session_scope() as session:
+        if session.get(Account, account_id) is None:
+            return f"account {account_id} does not exist: {hint}"
+    return None
+
+
+@main.command("dev")
+@click.option("--port", type=click.IntRange(1, 65535), envvar="PORT", default=5000,
+              show_default=True, help="port of the web process (also read from $PORT)")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="address the web process binds; 0.0.0.0 exposes it to the network")
+def dev(port: int, host: str) -> None:
+    """Run web, worker and scheduler on the embedded defaults (SQLite, file broker).
+
+    Creates the data folder (WEBHOOKS_DATA_DIR, default ./webhooks-data),
+    migrates, and supervises the three processes; Ctrl-C stops them all.
+    """
+    from webhooks.cli.devserver import run
+
+    sys.exit(run(host=host, port=port))
+
+
+@main.command("listen")
+@click.option("--secret", "secrets", required=True, multiple=True,
+              envvar="WEBHOOKS_LISTEN_SECRET",
+              help="the subscription's signing secret (whsec_...); give it twice during a "
+                   "rotation (current and next): a delivery verifies with either")
+@click.option("--port", type=click.IntRange(0, 65535), default=4242, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--status", type=click.IntRange(100, 599), default=None,
+              help="answer this status to every delivery (e.g. 500 to watch retries)")
+def listen(secrets: tuple[str, ...], port: int, host: str, status: int | None) -> None:
+    """A local receiver: verify, print and answer every delivery (200, or 401 if not verified)."""
+    from webhooks.config import get_settings
+    from webhooks.cli.listen import secret_problems, serve
+
+    problems = secret_problems(secrets)
+    if problems:
+        _fail(*problems)
+
+    sys.exit(serve(secret=list(secrets), host=host, port=port, status=status,
+                   service_name=get_settings().service_name))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""Run one delivery attempt: claim, send, decide, record, publish.
+
+This is the orchestration a worker task calls; it owns two short
+transactions per attempt (claim.py, record.py) and holds none while the POST
+is in flight. What happens next is decided in ``policy.next_step``; the POST
+itself is in webhooks/sender/post.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import NamedTuple
+
+from sqlalchemy.exc import OperationalError
+
+from webhooks.broker.countdowns import CountdownBudget
+from webhooks.broker.outbox import publish_now
+from webhooks.config import Settings, get_settings
+from webhooks.events.envelope import MODE
+from webhooks.lifecycle import pacing
+from webhooks.lifecycle import policy
+from webhooks.lifecycle.claim import Caps, Claim, claim
+from webhooks.lifecycle.failure_kinds import internal_error
+from webhooks.lifecycle.record import Recorded, record
+from webhooks.sender.post import LOCATION_LIMIT, AttemptResult, HttpSender, Sender
+from webhooks.signing import sign
+from webhooks.storage.db import attempt_transaction, get_attempt_engine
+from webhooks.storage.models import utcnow
+from webhooks.storage.receiver_text import storable_text
+from webhooks.tenants import custom_headers
+
+__all__ = ["run_attempt", "delivery_headers", "default_sender", "rules_of"]
+
+log = logging.getLogger("webhooks.delivery")  # its name from before the move: log searches use it
+
+ERROR_TEXT_LIMIT = 500  # characters of an attempt's error kept (ours are far shorter)
+
+
+class _Finished(NamedTuple):
+    """A recorded attempt: what the sender gave, what was decided, what the record led to."""
+
+    result: AttemptResult
+    step: policy.Step
+    record: Recorded
+
+
+@functools.lru_cache(maxsize=4)
+def _budget(maximum: int) -> CountdownBudget:
+    return CountdownBudget(maximum)
+
+
+@functools.lru_cache(maxsize=4)
+def _sender(timeout: float, allow_private: bool, ca_bundle: str | None) -> HttpSender:
+    return HttpSender(timeout=timeout, allow_private=allow_private, ca_bundle=ca_bundle)
+
+
+def default_sender(settings: Settings) -> Sender:
+    """The process's HTTP sender for these settings (connection pools are reused)."""
+    return _sender(settings.timeout, settings.allow_private_targets, settings.ca_bundle)
+
+
+def rules_of(settings: Settings) -> policy.Rules:
+    """The policy's rules from the settings."""
+    return policy.Rules(settings.retry_delays, settings.countdown_limit, settings.pause_after)
+
+
+def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[str, str]:
+    """The delivery headers (docs/events.md, "Headers and signature"), signed with ``timestamp`` (unix seconds, taken at send time),
+    and the subscription's custom headers (custom_headers.py: ours always win)."""
+    header = settings.header
+    ours = {
+        "Content-Type": "application/json",
+        "User-Agent": f"{settings.service_name}-Webhooks/{claim.version}",
+        "Accept-Encoding": "identity",
+        header("Version"): claim.version,
+        header("Signature"): sign(claim.secret, claim.body, timestamp),
+        header("Event"): claim.event_type,
+        header("Mode"): MODE,
+        header("Event-Id"): claim.event_id,
+        header("Delivery-Id"): claim.delivery_id,
+        header("Attempt"): str(claim.attempt_number),
+    }
+    return custom_headers.merged(ours, claim.headers, settings.service_name)
+
+
+def run_attempt(
+    delivery_id: str,
+    attempt_count: int,
+    *,
+    sender: Sender | None = None,
+    settings: Settings | None = None,
+) -> str | None:
+    """Make the next attempt of a delivery; returns its new status, or None if not claimed.
+
+    Two short transactions (claim, record); none is open while the POST is in flight.
+    """
+    settings = settings or get_settings()
+    # The attempt engine (db.get_attempt_engine): no pre-ping (a dropped connection
+    # is retried once instead, see _in_transaction), BEGIN in the first round trip.
+    engine = get_attempt_engine()
+    claimed = _in_transaction(
+        engine,
+        lambda connection: _claim(connection, delivery_id, attempt_count, settings),
+        f"claiming delivery {delivery_id}",
+    )
+    if isinstance(claimed, pacing.Paced):  # over its rate limit: it waits for its slot
+        publish_now([claimed.dispatch] if claimed.dispatch is not None else [])
+        return None
+    if claimed is None:
+        return None
+    started_at = utcnow()
+    result = _send(sender or default_sender(settings), claimed, settings)
+    recorded = _record_or_internal_error(engine, claimed, result, started_at, settings)
+    if recorded is None:
+        log.warning("attempt %d of delivery %s finished after its claim was taken back",
+                    claimed.attempt_number, delivery_id)
+        return None
+    _log_attempt(claimed, recorded, settings)
+    done = recorded.record
+    publish_now([*([done.dispatch] if done.dispatch is not None else []), *done.released])
+    return done.status
+
+
+def _claim(connection, delivery_id: str, attempt_count: int,
+           settings: Settings) -> Claim | pacing.Paced | None:
+    """Claim the attempt (claim.py) and let it through the subscription's rate limit
+    (pacing.py). On the attempt engine the claim has committed before the rate limit's
+    check runs; if that check fails, the sweep takes the claim back."""
+    now = utcnow()
+    claimed = claim(connection, delivery_id, attempt_count, now, Caps.of(settings))
+    if claimed is None:
+        return None
+    return pacing.admit(connection, claimed, now, rules_of(settings),
+                        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now))
+
+
+def _in_transaction(engine, work, doing: str):
+    """``work(connection)`` in a transaction; once more on a fresh connection if it was dropped.
+
+    Safe to repeat for both steps of an attempt. The record is conditional on
+    the claim (status sending, this attempt count), so it applies at most
+    once; without the retry, a database restart between POST and record costs
+    a duplicate attempt. A claim whose commit reached the database before the
+    connection dropped finds itself already claimed the second time and sends
+    nothing; the sweep takes that claim back after WEBHOOKS_RECOVER_AFTER.
+    """
+    for try_number in (1, 2):
+        try:
+            with attempt_transaction(engine) as connection:
+                return work(connection)
+        except OperationalError as exc:
+            if try_number == 2 or not exc.connection_invalidated:
+                raise
+            log.warning("database connection lost while %s; retrying once", doing)
+    return None
+
+
+def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
+    """The sender's result, signed now. A sender that raises is a fault of ours, never the
+    receiver's: it becomes a failed attempt ("internal error: <type>"), not an abandoned claim."""
+    started = time.monotonic()
+    try:
+        return sender(claim.url, claim.body, delivery_headers(claim, settings, int(time.time())))
+    except Exception as exc:  # noqa: BLE001 - defence in depth: the claim must end recorded
+        log.exception("the sender raised on attempt %d of delivery %s",
+                      claim.attempt_number, claim.delivery_id)
+        return AttemptResult.failed(internal_error(exc), int((time.monotonic() - started) * 1000))
+
+
+def _record_or_internal_error(engine, claim, result, started_at, settings):
+    """Record the attempt; if that raises, record it as a failed attempt ("internal error:
+    <type>") instead, so the delivery moves on the ladder. Raises only if that fails too
+    (the database is unreachable: the sweep recovers the claim)."""
+    doing = f"recording delivery {claim.delivery_id}"
+    try:
+        return _in_transaction(
+            engine, lambda connection: _record(connection, claim, result, started_at, settings), doing)
+    except Exception as exc:  # noqa: BLE001 - defence in depth, as in _send
+        log.exception("recording attempt %d of delivery %s failed; recording an internal error",
+                      claim.attempt_number, claim.delivery_id)
+        fallback = AttemptResult.failed(internal_error(exc), result.duration_ms)
+        return _in_transaction(
+            engine, lambda connection: _record(connection, claim, fallback, started_at, settings),
+            doing)
+
+
+def _record(connection, claim, result, started_at, settings) -> _Finished | None:
+    """Decide the next step (policy.next_step) and record it. A short retry rides a
+    countdown only while the deployment's countdown budget has room. Text from the
+    receiver is made storable first."""
+    now = utcnow()
+    rules = rules_of(settings)
+    step = policy.next_step(
+        claim.attempt_number, result.status_code, claim.event_type, rules,
+        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now),
+        error_kind=result.error_kind)
+    done = record(
+        connection, claim, step=step, rules=rules, started_at=started_at, now=now,
+        duration_ms=result.duration_ms, status_code=result.status_code,
+        error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
+        location=storable_text(result.location, LOCATION_LIMIT), error_kind=result.error_kind,
+    )
+    return None if done is None else _Finished(result, step, done)
+
+
+def _log_attempt(claim, recorded: _Finished, settings) -> None:
+    """One structured line per attempt: ids and outcome, never the secret or the body."""
+    result, step = recorded.result, recorded.step
+    log.info(
+        "delivery attempt %d of %s: %s",
+        claim.attempt_number,
+        claim.delivery_id,
+        step.outcome.value,
+        extra={
+            "delivery_id": claim.delivery_id,
+            "event_id": claim.event_id,
+            "subscription_id": claim.subscription_id,
+            "attempt": claim.attempt_number,
+            "status_code": result.status_code,
+            "error_kind": result.error_kind.value if result.error_kind else None,
+            "outcome": step.outcome.value,
+        },
+    )
+    if recorded.record.paused_subscription:
+        log.warning("subscription %s paused after %d consecutive failures",
+                    claim.subscription_id, settings.pause_after)

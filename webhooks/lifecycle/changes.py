@@ -1,0 +1,187 @@
+"""The transitions outside the hot path, as SQL, one function each: a subscription's
+life (create, change, pause, hold, resume, delete) and replay. Secret rotation is in
+rotation.py, recover (replay in bulk) in recover.py.
+
+The per-attempt claim and record are in claim.py and record.py, the sweep in
+sweep.py. Every function takes the caller's session (or connection) and
+never commits: the caller owns the transaction. Transitions are conditional
+UPDATEs, so they are atomic on PostgreSQL and SQLite alike.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import update
+from sqlalchemy.orm import Session
+
+from webhooks.broker.outbox import Dispatch, publish_after_commit
+from webhooks.errors import Conflict, NotFound
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, held_while
+from webhooks.storage.models import Delivery, Subscription, new_id
+from webhooks.tenants.accounts import new_signing_secret
+from webhooks.tenants.quotas import reserve_subscription_slot
+
+__all__ = [
+    "SETTINGS",
+    "replay_row",
+    "create_subscription",
+    "change_subscription",
+    "pause_subscription",
+    "hold_pending",
+    "resume_subscription",
+    "replay_delivery",
+    "delete_subscription",
+]
+
+PENDING = DeliveryStatus.PENDING.value
+PAUSED = DeliveryStatus.PAUSED.value
+ACTIVE = SubscriptionStatus.ACTIVE.value
+# The settings of a subscription that its owner may set (at creation and later), with
+# their defaults: inputs are validated by the caller (web/schemas, custom_headers.py).
+SETTINGS = {"event_types": None, "description": None, "headers": None, "max_in_flight": None,
+            "rate_limit": None}
+
+
+def create_subscription(
+    session: Session,
+    account_id: str,
+    url: str,
+    *,
+    now: dt.datetime,
+    max_subscriptions: int | None = None,
+    **settings,
+) -> Subscription:
+    """A new active subscription with a fresh signing secret (inputs already validated);
+    ``settings`` are those of :data:`SETTINGS` (the others take their defaults).
+
+    Conflict ``subscription_limit`` when the account already has
+    ``max_subscriptions`` (default WEBHOOKS_MAX_SUBSCRIPTIONS) live ones.
+    """
+    unknown = set(settings) - set(SETTINGS)
+    if unknown:
+        raise TypeError(f"not settings of a subscription: {sorted(unknown)}")
+    reserve_subscription_slot(session, account_id, max_subscriptions)
+    subscription = Subscription(
+        id=new_id(),
+        account_id=account_id,
+        url=url,
+        secret=new_signing_secret(),
+        **{**SETTINGS, **settings, "headers": settings.get("headers") or None},
+        status=ACTIVE,
+        consecutive_failures=0,
+        paused_at=None,
+        created_at=now,
+    )
+    session.add(subscription)
+    session.flush()
+    return subscription
+
+
+def change_subscription(session: Session, subscription_id: str, **changes) -> None:
+    """Change the given settings (``url`` and those of :data:`SETTINGS`) of a live
+    subscription; NotFound if there is none. Inputs are validated by the caller."""
+    unknown = set(changes) - set(SETTINGS) - {"url"}
+    if unknown:
+        raise TypeError(f"not settings of a subscription: {sorted(unknown)}")
+    if "headers" in changes:
+        changes["headers"] = changes["headers"] or None  # {} is stored as none
+    if not changes:
+        return
+    found = session.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id, Subscription.deleted_at.is_(None))
+        .values(**changes)
+    )
+    if found.rowcount != 1:
+        raise NotFound("subscription not found")
+
+
+def pause_subscription(session, subscription_id: str, now: dt.datetime) -> bool:
+    """active -> paused (the pause rule, policy.pauses, was met); False if it was not
+    active: of concurrent attempts that reach the threshold, exactly one pauses it."""
+    paused = session.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id, Subscription.status == ACTIVE)
+        .values(status=SubscriptionStatus.PAUSED.value, paused_at=now)
+    )
+    return paused.rowcount == 1
+
+
+hold_pending = transitions.hold_pending  # a paused subscription's pending deliveries -> paused
+
+
+def resume_subscription(session: Session, subscription_id: str, now: dt.datetime) -> int:
+    """paused -> active, counter to 0, held deliveries due now; returns how many were held.
+
+    The held deliveries are parked and due, so the next sweep (which the
+    caller should request at once) sends them all; a resumed subscription
+    with thousands held never makes its caller publish thousands of messages.
+    """
+    found = session.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id, Subscription.deleted_at.is_(None))
+        .values(status=ACTIVE, consecutive_failures=0, paused_at=None)
+    )
+    if found.rowcount != 1:
+        raise NotFound("subscription not found")
+    return transitions.release_held(session, subscription_id, now)
+
+
+def replay_row(original, *, held: bool, parked: bool, now: dt.datetime) -> dict:
+    """The row of a replay of ``original`` (a delivery or a row with its ids and type): a
+    new delivery of the same event to the same subscription, attempts from 1, due now;
+    ``paused`` if ``held`` (its subscription is paused), else pending, ``parked`` for
+    the sweep to send or carried by a message the caller publishes."""
+    return dict(
+        id=new_id(),
+        account_id=original.account_id,
+        event_id=original.event_id,
+        subscription_id=original.subscription_id,
+        event_type=original.event_type,
+        status=PAUSED if held else PENDING,
+        attempt_count=0,
+        next_attempt_at=now,
+        parked=parked and not held,
+        replay_of=original.id,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def replay_delivery(session: Session, delivery: Delivery, now: dt.datetime) -> Delivery:
+    """A new delivery of the same event to the same subscription, attempts from 1.
+
+    Only a ``failed`` or ``dead`` delivery may be replayed (Conflict otherwise);
+    the original is left as it was. A paused subscription holds the replay;
+    otherwise it is published after the caller's transaction commits.
+    """
+    if delivery.status not in (DeliveryStatus.FAILED.value, DeliveryStatus.DEAD.value):
+        raise Conflict(
+            "not_replayable",
+            "only failed or dead deliveries can be replayed; "
+            f"this one is {DeliveryStatus(delivery.status).public}",
+        )
+    subscription = session.get(Subscription, delivery.subscription_id)
+    if subscription is None or subscription.deleted_at is not None:
+        raise Conflict("not_replayable", "the subscription of this delivery has been deleted")
+    held = held_while(subscription.status, delivery.event_type)
+    replay = transitions.add_replay(session, replay_row(delivery, held=held, parked=False, now=now))
+    if not held:
+        # Like emit_event: published by the background publisher once the
+        # caller commits, so a request never waits for the broker.
+        publish_after_commit(session, [Dispatch(replay.id, 0)])
+    return replay
+
+
+def delete_subscription(session: Session, subscription_id: str, now: dt.datetime) -> None:
+    """Soft-delete a subscription; its waiting deliveries end ``failed`` with no further attempt."""
+    found = session.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id, Subscription.deleted_at.is_(None))
+        .values(deleted_at=now)
+    )
+    if found.rowcount != 1:
+        raise NotFound("subscription not found")
+    transitions.fail_waiting(session, subscription_id, now)

@@ -1,0 +1,190 @@
+"""The first hot transition of every attempt: claim it, and load what it needs.
+
+One conditional UPDATE takes a pending, due delivery whose attempt count is
+the one the broker message expects: a stale or duplicate message claims
+nothing. The statement is written once, in SQLAlchemy Core; how the engine
+runs it is its backend's (storage/backends): on PostgreSQL it also joins the
+event and the subscription (UPDATE … FROM … RETURNING), prepared once per
+connection; SQLite cannot return columns of joined tables, so it loads them
+with a second statement.
+
+The claim takes only a delivery of a live subscription that a pause does
+not hold, and keeps the limits on attempts in flight (:class:`Caps`, and a
+subscription's own ``max_in_flight`` in place of the service's). A
+delivery it does not take is turned away in one more statement: ended
+``failed`` (deleted subscription), held ``paused``, or waiting for a free
+slot (``states.waiting``) without a broker message, which a finished
+attempt or the sweep releases (record.py, sweep.py). As nothing is ever
+claimed and then given back (but by the rate limit), the claim commits as
+it returns, in its one round trip. It loads the secret that signs at the
+moment of the claim (rotation.py), and what the rate limit needs (pacing.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from sqlalchemy import Integer, and_, bindparam, case, func, or_, select
+from sqlalchemy.engine import Connection
+
+from webhooks.config import Settings
+from webhooks.lifecycle import transitions
+from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
+from webhooks.storage.backends import backend_of
+from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
+from webhooks.tenants.rotation import signing_secret
+
+__all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
+
+PENDING, SENDING = DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value
+# A countdown message may arrive a little before next_attempt_at (clock rounding).
+EARLY_SLACK = dt.timedelta(seconds=1)
+
+deliveries, events, subscriptions = Delivery.__table__, Event.__table__, Subscription.__table__
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Everything one attempt needs, loaded when the attempt is claimed."""
+
+    delivery_id: str
+    attempt_number: int
+    event_id: str
+    event_type: str
+    subscription_id: str
+    url: str
+    secret: str  # the one that signs at the moment of the claim
+    body: bytes
+    version: str
+    headers: dict = field(default_factory=dict)  # the subscription's custom headers
+    rate_limit: float | None = None  # attempts per second, None: no limit
+    paced: bool = False  # holds a slot of the rate limit already (pacing.py)
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Attempts that may be in flight at once (0: no limit): per subscription (unless the
+    subscription sets its own ``max_in_flight``), for test.ping per subscription (apart
+    from the others), and per account across its subscriptions."""
+
+    subscription: int = 0
+    test: int = 0
+    account: int = 0
+
+    @classmethod
+    def of(cls, settings: Settings) -> "Caps":
+        return cls(settings.max_in_flight, settings.test_max_in_flight,
+                   settings.account_max_in_flight)
+
+
+def _in_flight(scope: str, *, test_pings_only: bool = False):
+    """How many attempts are in flight in the claimed delivery's ``scope`` ("subscription_id"
+    or "account_id"), counting only test.ping ones if ``test_pings_only``."""
+    flying = deliveries.alias("flying")
+    conditions = [flying.c.status == SENDING, flying.c[scope] == deliveries.c[scope]]
+    if test_pings_only:
+        conditions.append(flying.c.event_type == UNPAUSABLE_TYPE)
+    return select(func.count()).select_from(flying).where(*conditions).scalar_subquery()
+
+
+def _under(limit, count) -> object:
+    """``count`` is under ``limit`` (0: no limit)."""
+    return or_(limit == 0, count < limit)
+
+
+def _cap(name: str):
+    return bindparam(name, type_=Integer)
+
+
+# The subscription's own max_in_flight, else the service's (WEBHOOKS_MAX_IN_FLIGHT).
+_own = subscriptions.alias("own")
+_SUBSCRIPTION_CAP = func.coalesce(
+    select(_own.c.max_in_flight)
+    .where(_own.c.id == deliveries.c.subscription_id).scalar_subquery(),
+    _cap("cap"),
+)
+# test.ping is held to its own cap; every other type to the subscription's.
+# Both are held to the account's, which counts test pings too.
+_UNDER_CAPS = and_(
+    case(
+        (deliveries.c.event_type == UNPAUSABLE_TYPE,
+         _under(_cap("test_cap"), _in_flight("subscription_id", test_pings_only=True))),
+        else_=_under(_SUBSCRIPTION_CAP, _in_flight("subscription_id")),
+    ),
+    _under(_cap("account_cap"), _in_flight("account_id")),
+)
+_CLAIMABLE = (
+    deliveries.c.status == PENDING,
+    deliveries.c.attempt_count == bindparam("count"),
+    or_(deliveries.c.next_attempt_at.is_(None), deliveries.c.next_attempt_at <= bindparam("due")),
+)
+# Why a claimable delivery may not be sent: its subscription was deleted, or is paused and
+# the pause holds this type (states.held_by_pause). Neither: it may go (caps permitting).
+_sub = subscriptions.alias("sub")
+_GONE = (select(_sub.c.deleted_at).where(_sub.c.id == deliveries.c.subscription_id)
+         .scalar_subquery().is_not(None))
+_HELD = and_(select(_sub.c.status).where(_sub.c.id == deliveries.c.subscription_id)
+             .scalar_subquery() == SubscriptionStatus.PAUSED.value,
+             held_by_pause(deliveries.c.event_type))
+_SENDABLE = ~or_(_GONE, _HELD)
+_TAKE = transitions.take_for_attempt(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _SENDABLE,
+                                     _UNDER_CAPS)
+_NOW = bindparam("now", type_=UTCDateTime)
+_LOADED = (events.c.body, events.c.version, subscriptions.c.url,
+           signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
+           subscriptions.c.rate_limit)
+_TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
+          deliveries.c.paced)
+# The names of a claimed row's columns, in the order the backends return them.
+_COLUMNS = tuple(column.name for column in (*_TAKEN, *_LOADED))
+
+def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime,
+          caps: Caps = Caps()) -> Claim | None:
+    """Claim the next attempt of a pending, due delivery; None if it is not ours to send.
+
+    Only a delivery of a live subscription that a pause does not hold is
+    claimed; one that is not, or is over one of ``caps``, is turned away
+    (:func:`turn_away`) instead.
+
+    On the attempt engine (autocommit) the claim commits as it returns, in its
+    one round trip: nothing that follows it needs to be in its transaction,
+    as a claim is never given back but by the rate limit (pacing.py), whose
+    give-back is conditional on the claim and which the sweep stands in for.
+    """
+    params = {"d_id": delivery_id, "count": attempt_count, "now": now, "due": now + EARLY_SLACK,
+              "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account}
+    # PostgreSQL: the account's turn, then the claim with its loads, in one round trip;
+    # SQLite: the claim, then the loads (storage/backends).
+    row = backend_of(connection).claim(connection, params)
+    if row is None:
+        turn_away(connection, delivery_id, attempt_count, now)
+        return None
+    # By name, not by position: a column added to _TAKEN or _LOADED is one more field of Claim.
+    loaded = dict(zip(_COLUMNS, row))
+    return Claim(delivery_id=delivery_id, attempt_number=attempt_count + 1,
+                 event_id=loaded["event_id"], event_type=loaded["event_type"],
+                 subscription_id=loaded["subscription_id"], url=loaded["url"],
+                 secret=loaded["secret"], body=bytes(loaded["body"]), version=loaded["version"],
+                 headers=loaded["headers"] or {}, rate_limit=loaded["rate_limit"],
+                 paced=bool(loaded["paced"]))
+
+
+# One statement, so it needs no transaction: a claimable delivery that was not claimed
+# ends failed (its subscription was deleted), is held paused, or (sendable, so a cap
+# turned it away) waits for a free slot.
+_TURN_AWAY = transitions.turn_away(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE,
+                                   gone=_GONE, held=_HELD, sendable=_SENDABLE)
+
+
+def turn_away(connection: Connection, delivery_id: str, attempt_count: int,
+              now: dt.datetime) -> bool:
+    """What happens to a delivery the claim did not take: ``failed`` if its subscription
+    was deleted, ``paused`` if a pause holds it, else it waits for a free slot of the
+    caps (``states.waiting``: no message, no time; a finished attempt or the sweep
+    releases it). False if it was not claimable: a stale or duplicate message changes
+    nothing."""
+    moved = connection.execute(
+        _TURN_AWAY, {"d_id": delivery_id, "count": attempt_count, "due": now + EARLY_SLACK,
+                     "now": now})
+    return moved.rowcount == 1

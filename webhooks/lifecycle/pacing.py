@@ -1,0 +1,87 @@
+"""A subscription's rate limit: at most ``rate_limit`` attempts per second, across all workers.
+
+The subscription's row holds the limit's next free slot (``rate_next_slot``,
+unix seconds). Each claimed attempt of a limited subscription takes the next
+slot and moves it ``1 / rate_limit`` seconds on, in one conditional UPDATE …
+RETURNING: the row lock orders concurrent claims of every worker, so no two
+take the same slot. A slot that has come lets the attempt go; a later one
+*reserves* it: the claim is given back and the delivery waits pending until
+its slot, marked ``paced`` so that its next claim takes no second slot. A
+backlog of N deliveries therefore costs N claims plus N, not N².
+
+Waiting is not an attempt: the attempt count is restored, nothing is
+recorded, the subscription's failure counter does not move, and no worker
+thread is held (a countdown message carries a short wait, the sweep a long
+one: ``policy.carrier``). With no limit set this costs nothing beyond
+reading the subscription's ``rate_limit`` in the claim.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Callable
+
+from sqlalchemy import Float, bindparam, case, literal, update
+from sqlalchemy.engine import Connection
+
+from webhooks.broker.outbox import Dispatch
+from webhooks.lifecycle import policy, transitions
+from webhooks.lifecycle.claim import Claim
+from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.storage.models import Delivery, Subscription
+
+__all__ = ["Paced", "admit", "SLOT_TOLERANCE_S"]
+
+# A slot this close (seconds) counts as come: not worth a message for the wait.
+SLOT_TOLERANCE_S = 0.005
+
+_subscriptions, _deliveries = Subscription.__table__, Delivery.__table__
+_NOW_S = bindparam("now_s", type_=Float)
+_TAKE_SLOT = (
+    update(_subscriptions)
+    .where(_subscriptions.c.id == bindparam("sub_id"), _subscriptions.c.rate_limit.is_not(None))
+    .values(rate_next_slot=case((_subscriptions.c.rate_next_slot > _NOW_S,
+                                 _subscriptions.c.rate_next_slot), else_=_NOW_S)
+            + literal(1.0) / _subscriptions.c.rate_limit)
+    .returning(_subscriptions.c.rate_next_slot, _subscriptions.c.rate_limit)
+)
+_SENDING = DeliveryStatus.SENDING.value
+
+
+@dataclass(frozen=True)
+class Paced:
+    """A claim the rate limit gave back: the delivery waits ``wait`` seconds for its slot,
+    on ``dispatch`` (a countdown message to publish after commit), or parked if None."""
+
+    delivery_id: str
+    wait: float
+    dispatch: Dispatch | None
+
+
+def admit(connection: Connection, claim: Claim, now: dt.datetime, rules: policy.Rules,
+          countdown_room: Callable[[], bool] = lambda: True) -> Claim | Paced:
+    """``claim`` if its attempt may go now; otherwise give the claim back until its slot
+    (in the claim's transaction) and return what carries it there."""
+    if claim.rate_limit is None or claim.paced:
+        return claim
+    taken = connection.execute(
+        _TAKE_SLOT, {"sub_id": claim.subscription_id, "now_s": now.timestamp()}).first()
+    if taken is None:  # the limit was lifted since the claim read it
+        return claim
+    next_slot, rate = taken
+    wait = next_slot - 1.0 / rate - now.timestamp()
+    if wait <= SLOT_TOLERANCE_S:
+        return claim
+    carried = policy.carrier(wait, rules, countdown_room)
+    _wait_for_slot(connection, claim, now + dt.timedelta(seconds=wait),
+                   parked=carried is policy.Wait.PARKED, now=now)
+    count = claim.attempt_number - 1  # the count the delivery is back at
+    dispatch = Dispatch(claim.delivery_id, count, wait) if carried is policy.Wait.COUNTDOWN else None
+    return Paced(claim.delivery_id, wait, dispatch)
+
+
+def _wait_for_slot(connection: Connection, claim: Claim, slot: dt.datetime, *, parked: bool,
+                   now: dt.datetime) -> None:
+    """Give the claim back: pending until ``slot``, its attempt count restored, holding the slot."""
+    transitions.wait_for_slot(connection, claim.delivery_id, slot, parked=parked, now=now)

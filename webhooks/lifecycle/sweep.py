@@ -1,0 +1,140 @@
+"""The sweep: find every pending delivery that no broker message will bring, and send it.
+
+The scheduler (Celery beat) runs it every WEBHOOKS_SWEEP_INTERVAL seconds;
+``run_sweep`` finds the work in one transaction and publishes after commit.
+The database is the source of truth: whatever the broker lost, a worker's
+death abandoned, or the publisher could not send, the sweep sends again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import exists, func, or_, select
+from sqlalchemy.orm import Session, aliased
+
+from webhooks.broker.outbox import Dispatch, publish_now
+from webhooks.config import Settings, get_settings
+from webhooks.lifecycle import states, transitions
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
+from webhooks.storage import waiting_counts  # states.waiting is the predicate
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.tenants.rotation import settle_due
+
+__all__ = ["sweep", "run_sweep"]
+
+PENDING = DeliveryStatus.PENDING.value
+SENDING = DeliveryStatus.SENDING.value
+PAUSED = DeliveryStatus.PAUSED.value
+_deliveries = Delivery.__table__
+
+
+def run_sweep(settings: Settings | None = None) -> int:
+    """Publish what :func:`sweep` finds; returns how many messages it sent.
+
+    It also folds the waiting counts of database connections that have gone
+    (webhooks/storage/waiting_counts.py), so /metrics keeps reading a few rows.
+    """
+    settings = settings or get_settings()
+    with session_scope() as session:
+        found = sweep(
+            session,
+            utcnow(),
+            timeout=settings.timeout,
+            recover_after=settings.recover_after,
+            batch=settings.sweep_batch,
+            max_in_flight=settings.max_in_flight,
+        )
+        # In the same transaction (no commit of its own): it writes only rows no one else
+        # does, those of backends that have gone, and row 0, which only a fold writes.
+        waiting_counts.fold(session.connection())
+    refused = publish_now(found)
+    return len(found) - refused
+
+
+def _take(session: Session, candidates, values: dict, *conditions) -> list[Dispatch]:
+    """UPDATE the rows ``candidates`` selects (re-checking ``conditions``), return them as Dispatch."""
+    ids = [row[0] for row in session.execute(candidates)]
+    if not ids:
+        return []
+    rows = transitions.take_swept(session, ids, values, *conditions)
+    return [Dispatch(delivery_id, count) for delivery_id, count in rows]
+
+
+def sweep(
+    session: Session, now: dt.datetime, *, timeout: float, recover_after: float, batch: int,
+    max_in_flight: int = 0,
+) -> list[Dispatch]:
+    """Find what needs a broker message now; return it for publishing after commit.
+
+    1. Claims whose worker died: sending for longer than the attempt time-out
+       plus ``recover_after`` seconds go back to pending, count restored.
+    2. Parked deliveries that are due.
+    3. Pending deliveries overdue by ``recover_after`` seconds: their message
+       was lost (a flushed broker, a failed publish); next_attempt_at moves to
+       now so each is re-published at most once per ``recover_after``.
+    4. Deliveries held ``paused`` although their subscription is active (a
+       resume that raced a claim).
+    5. Deliveries waiting for a slot of a subscription with nothing in
+       flight: a release was missed (a worker died before publishing it, or
+       the last attempt in flight ended just before the delivery began to
+       wait). Up to ``max_in_flight`` each (all, if 0).
+    Each step touches at most ``batch`` rows; the rest wait for the next sweep.
+    """
+    stale_before = now - dt.timedelta(seconds=timeout + recover_after)
+    lost_before = now - dt.timedelta(seconds=recover_after)
+    made_due = dict(states.made_due(now), updated_at=now)
+    dispatches = []
+
+    stale = (Delivery.status == SENDING, Delivery.claimed_at < stale_before)
+    dispatches += _take(
+        session,
+        select(Delivery.id).where(*stale).limit(batch),
+        dict(made_due, status=PENDING, attempt_count=Delivery.attempt_count - 1, claimed_at=None),
+        *stale,
+    )
+    parked_due = (parked(_deliveries), Delivery.next_attempt_at <= now)
+    dispatches += _take(
+        session, select(Delivery.id).where(*parked_due).limit(batch), made_due, *parked_due
+    )
+    lost = (due(_deliveries, lost_before),)
+    dispatches += _take(session, select(Delivery.id).where(*lost).limit(batch), made_due, *lost)
+    orphaned = (
+        select(Delivery.id)
+        .join(Subscription, Subscription.id == Delivery.subscription_id)
+        .where(
+            Delivery.status == PAUSED,
+            Subscription.status == SubscriptionStatus.ACTIVE.value,
+            Subscription.deleted_at.is_(None),
+        )
+        .limit(batch)
+    )
+    dispatches += _take(session, orphaned, dict(made_due, status=PENDING), Delivery.status == PAUSED)
+    dispatches += _take(session, _forgotten_waiting(max_in_flight, batch), made_due, waiting(_deliveries))
+    settle_due(session, now, batch)
+    return dispatches
+
+
+def _forgotten_waiting(per_subscription: int, batch: int):
+    """The oldest waiting deliveries (up to the subscription's max_in_flight, else
+    ``per_subscription``, each; all if 0) of every subscription that has nothing in flight."""
+    in_flight = aliased(Delivery)
+    ranked = (
+        select(
+            Delivery.id,
+            func.row_number()
+            .over(partition_by=Delivery.subscription_id, order_by=(Delivery.created_at, Delivery.id))
+            .label("place"),
+            func.coalesce(Subscription.max_in_flight, per_subscription).label("cap"),
+        )
+        .join(Subscription, Subscription.id == Delivery.subscription_id)
+        .where(
+            waiting(_deliveries),
+            ~exists().where(in_flight.subscription_id == Delivery.subscription_id,
+                            in_flight.status == SENDING),
+        )
+        .subquery()
+    )
+    candidates = select(ranked.c.id).where(or_(ranked.c.cap == 0, ranked.c.place <= ranked.c.cap))
+    return candidates.limit(batch)

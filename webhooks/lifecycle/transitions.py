@@ -1,0 +1,211 @@
+"""Every write to the ``deliveries`` table: the delivery row's transitions, one function each.
+
+Nothing else in the project builds an INSERT, UPDATE or DELETE of
+``deliveries`` (scripts/architecture_counts.py counts the sites outside this
+module: none). The callers decide *which* rows move (the claim's caps, the
+sweep's candidates, a subscription's deliveries) and pass their conditions;
+what a transition writes into the row, the status and the pending sub-state
+(the writers of states.py), is decided here. Each function either builds a
+statement once, at import, for the hot paths that prepare it (claim, record,
+emit), or runs it on the caller's session or connection, never committing:
+the caller owns the transaction.
+
+==========================  =====================================  =======================
+transition                  from -> to                             caller
+==========================  =====================================  =======================
+insert_deliveries           (new) -> pending / paused / waiting    emit (portable)
+new_deliveries_from         (new) -> the same, in one statement    emit (PostgreSQL)
+add_replay, add_replays     (new) -> pending / paused / parked     replay, recover
+take_for_attempt            pending (due) -> sending               claim
+turn_away                   pending -> failed / paused / waiting   claim
+move_after_attempt          sending -> what the policy chose       record
+release_oldest_waiting      waiting -> due                         record
+wait_for_slot               sending -> pending (paced)             the rate limit
+take_swept                  (lost, parked, held, ...) -> due       sweep
+park                        pending -> parked                      a refused publish
+hold_pending                pending -> paused                      a pause
+release_held                paused -> pending (parked, due)        resume
+fail_waiting                pending / paused -> failed             delete a subscription
+delete_deliveries           finished -> (gone)                     retention
+==========================  =====================================  =======================
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Iterable
+
+from sqlalchemy import Update, bindparam, case, delete, false, insert, null, true, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.orm import Session
+
+from webhooks.lifecycle import states
+from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.storage.models import Delivery, UTCDateTime
+
+__all__ = [
+    "deliveries", "insert_deliveries", "new_deliveries_from", "add_replay", "add_replays",
+    "take_for_attempt", "turn_away", "move_after_attempt", "release_oldest_waiting",
+    "wait_for_slot", "take_swept", "park", "hold_pending", "release_held", "fail_waiting",
+    "delete_deliveries",
+]
+
+deliveries = Delivery.__table__
+PENDING = DeliveryStatus.PENDING.value
+SENDING = DeliveryStatus.SENDING.value
+PAUSED = DeliveryStatus.PAUSED.value
+FAILED = DeliveryStatus.FAILED.value
+
+# ------------------------------------------------------------------ new rows
+
+insert_deliveries = insert(deliveries)  # rows from states.new_delivery_row (emit, portable)
+
+
+def new_deliveries_from(select_statement, columns: list[str]):
+    """``INSERT INTO deliveries (columns) SELECT …`` for emit's one statement on PostgreSQL
+    (storage/emit_statement.py), returning what emit publishes."""
+    return (insert(deliveries).from_select(columns, select_statement)
+            .returning(deliveries.c.id, deliveries.c.status, deliveries.c.parked))
+
+
+def add_replay(session: Session, row: dict) -> Delivery:
+    """Insert one replay (states.replay_row) as an ORM object, flushed so that its id is
+    usable at once; returns it."""
+    replay = Delivery(**row)
+    session.add(replay)
+    session.flush()
+    return replay
+
+
+def add_replays(session: Session, rows: list[dict]) -> None:
+    """Insert many replays (states.replay_row) in one statement (recover)."""
+    session.execute(insert(deliveries), rows)
+
+
+# ------------------------------------------------------------------ the claim
+
+def take_for_attempt(*conditions) -> Update:
+    """pending -> sending for the attempt's claim: the count moves on, the claim time is set,
+    and the row leaves every pending sub-state (states.claimed). ``conditions`` are the
+    claim's (id, attempt count, due, sendable, under the caps)."""
+    return (update(deliveries).where(*conditions)
+            .values(status=SENDING, attempt_count=deliveries.c.attempt_count + 1,
+                    **states.claimed(bindparam("now")), updated_at=bindparam("now")))
+
+
+def turn_away(*conditions, gone, held, sendable) -> Update:
+    """A claimable delivery the claim did not take: ``failed`` if ``gone`` (its subscription
+    was deleted), held ``paused`` if ``held``, else (``sendable`` but over a cap) waiting for a
+    free slot (states.waiting). One statement, so it needs no transaction."""
+    return (update(deliveries).where(*conditions)
+            .values(status=case((gone, FAILED), (held, PAUSED), else_=deliveries.c.status),
+                    parked=case((sendable, true()), else_=false()),  # held or failed: as hold_pending
+                    next_attempt_at=case((sendable, null()), else_=deliveries.c.next_attempt_at),
+                    paced=false(), updated_at=bindparam("now")))
+
+
+# ------------------------------------------------------------------ the record
+
+def move_after_attempt() -> Update:
+    """sending -> the status the policy chose, if the claim is still this attempt's:
+    bindparams ``d_id``, ``n``, ``new_status``, ``next_at``, ``park``, ``now``."""
+    return (update(deliveries)
+            .where(deliveries.c.id == bindparam("d_id"), deliveries.c.status == SENDING,
+                   deliveries.c.attempt_count == bindparam("n"))
+            .values(status=bindparam("new_status"),
+                    next_attempt_at=bindparam("next_at", type_=UTCDateTime),
+                    parked=bindparam("park"), claimed_at=null(), paced=false(),
+                    updated_at=bindparam("now")))
+
+
+def release_oldest_waiting(oldest) -> Update:
+    """waiting -> due now, for the ids ``oldest`` selects (the subscription's oldest waiting
+    delivery, locked by the caller's subquery); returns (id, attempt_count)."""
+    return (update(deliveries)
+            .where(deliveries.c.id.in_(oldest))
+            .values(**states.made_due(bindparam("now")), updated_at=bindparam("now"))
+            .returning(deliveries.c.id, deliveries.c.attempt_count))
+
+
+# ------------------------------------------------------------------ the rate limit
+
+def wait_for_slot(connection: Connection, delivery_id: str, slot: dt.datetime, *, parked: bool,
+                  now: dt.datetime) -> None:
+    """Give a claim back to wait for its rate-limit slot: pending until ``slot``, its attempt
+    count restored, holding the slot (states.paced_until)."""
+    connection.execute(
+        update(deliveries)
+        .where(deliveries.c.id == delivery_id, deliveries.c.status == SENDING)
+        .values(status=PENDING, attempt_count=deliveries.c.attempt_count - 1, claimed_at=None,
+                **states.paced_until(slot, parked=parked), updated_at=now)
+    )
+
+
+# ------------------------------------------------------------------ the sweep
+
+def take_swept(session: Session, ids: list[str], values: dict, *conditions) -> list[tuple[str, int]]:
+    """Move the rows ``ids`` (re-checking ``conditions``) to ``values`` (a sweep's: made due,
+    with a status or a count restored); returns their (id, attempt_count)."""
+    rows = session.execute(
+        update(deliveries)
+        .where(deliveries.c.id.in_(ids), *conditions)
+        .values(**values)
+        .returning(deliveries.c.id, deliveries.c.attempt_count)
+    )
+    return [(delivery_id, count) for delivery_id, count in rows]
+
+
+# ------------------------------------------------------------------ the broker
+
+def park(session: Session, delivery_ids: list[str], now: dt.datetime) -> None:
+    """pending -> parked (due as it was) for the sweep: their message could not be published."""
+    if not delivery_ids:
+        return
+    session.execute(
+        update(deliveries)
+        .where(deliveries.c.id.in_(delivery_ids), deliveries.c.status == PENDING)
+        .values(parked=True, updated_at=now)
+    )
+
+
+# ------------------------------------------------------------------ a subscription's deliveries
+
+def hold_pending(session, subscription_id: str, now: dt.datetime) -> int:
+    """pending -> paused for the deliveries a pause holds (states.held_by_pause); how many."""
+    result = session.execute(
+        update(deliveries)
+        .where(deliveries.c.subscription_id == subscription_id, deliveries.c.status == PENDING,
+               states.held_by_pause(deliveries.c.event_type))
+        .values(**states.held(), updated_at=now)
+    )
+    return result.rowcount
+
+
+def release_held(session, subscription_id: str, now: dt.datetime) -> int:
+    """paused -> pending, parked and due now (the sweep sends them all); how many."""
+    released = session.execute(
+        update(deliveries)
+        .where(deliveries.c.subscription_id == subscription_id, deliveries.c.status == PAUSED)
+        .values(status=PENDING, **states.parked_until(now), updated_at=now)
+    )
+    return released.rowcount
+
+
+def fail_waiting(session, subscription_id: str, now: dt.datetime) -> None:
+    """pending / paused -> failed, no further attempt (the subscription was deleted)."""
+    session.execute(
+        update(deliveries)
+        .where(deliveries.c.subscription_id == subscription_id,
+               deliveries.c.status.in_([PENDING, PAUSED]))
+        .values(status=FAILED, parked=False, updated_at=now)
+    )
+
+
+# ------------------------------------------------------------------ retention
+
+def delete_deliveries(connection: Connection, ids: Iterable[str]):
+    """Delete these (finished) deliveries; returns their (event_id, replay_of) rows."""
+    return connection.execute(
+        delete(deliveries).where(deliveries.c.id.in_(list(ids)))
+        .returning(deliveries.c.event_id, deliveries.c.replay_of)
+    ).all()

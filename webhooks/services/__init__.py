@@ -1,0 +1,16 @@
+"""Use cases, one module per group, called by the HTTP API and the dashboard alike.
+
+Each function runs in the caller's session (the web request's transaction)
+and takes ``now`` only where a test needs to choose it. Web code imports
+these modules and the read queries (webhooks/services/reads.py), never the
+lifecycle, storage or broker modules under them:
+
+- subscriptions: the owned-subscription look-up, subscribe, change, delete
+- pausing: resume (and the sweep that sends what it released)
+- replay: replay one delivery, with the one replay check
+- recovery: replay a window of failed and dead deliveries
+- rotation: rotate the signing secret, activate or cancel a staged one
+- testing: send a test.ping
+- accounts: who an API key belongs to
+- portal_links: single-use links that sign a browser in to an account's dashboard
+"""

@@ -1,0 +1,60 @@
+"""Read queries the API and the dashboard share: what an account owns, and its attempts.
+
+Every look-up is scoped to the account: another account's id, one that
+never existed and an id that is not a UUID all answer None (the last one
+without a query). The page queries are in web/delivery_list.py and
+web/dashboard/queries.py, written on these and on the models.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from sqlalchemy import Select, select
+from sqlalchemy.orm import Session
+
+from webhooks.lifecycle.failure_kinds import ErrorKind
+from webhooks.lifecycle.policy import Outcome
+from webhooks.lifecycle.states import PUBLIC_STATUSES, REPLAYABLE, STORED_STATUSES, public_status
+from webhooks.services.subscriptions import canonical_id, owned as owned_subscription
+from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
+
+__all__ = ["ERROR_KINDS", "Outcome", "PUBLIC_STATUSES", "REPLAYABLE", "STORED_STATUSES", "public_status", "owned_subscription",
+           "owned_delivery", "attempts_by_delivery", "live_subscriptions", "utcnow"]
+
+# The kinds of failure an attempt without a response is recorded with (attempts.error_kind).
+ERROR_KINDS = tuple(kind.value for kind in ErrorKind)
+
+# utcnow (re-exported) is the store's clock: "now" on a page is the now its rows are compared with.
+
+
+def owned_delivery(session: Session, account_id: str, delivery_id: str) -> Delivery | None:
+    """The account's delivery with this id (its subscription may be deleted), or None."""
+    canonical = canonical_id(delivery_id)
+    if canonical is None:
+        return None
+    return session.scalars(
+        select(Delivery).where(Delivery.id == canonical, Delivery.account_id == account_id)
+    ).first()
+
+
+def attempts_by_delivery(session: Session, delivery_ids: list[str]) -> dict[str, list[Attempt]]:
+    """The attempts of these deliveries, in one query, by delivery id, in attempt order."""
+    by_delivery: dict[str, list[Attempt]] = defaultdict(list)
+    if delivery_ids:
+        rows = session.scalars(
+            select(Attempt)
+            .where(Attempt.delivery_id.in_(delivery_ids))
+            .order_by(Attempt.delivery_id, Attempt.number)
+        )
+        for attempt in rows:
+            by_delivery[attempt.delivery_id].append(attempt)
+    return by_delivery
+
+
+def live_subscriptions(account_id: str) -> Select:
+    """The statement of the account's subscriptions not deleted (for a keyset page)."""
+    return select(Subscription).where(
+        Subscription.account_id == account_id,
+        Subscription.deleted_at.is_(None),
+    )

@@ -1,0 +1,28 @@
+"""Signing secrets: rotate now or staged, activate or cancel a staged secret, show them."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from webhooks.storage.models import Subscription, utcnow
+from webhooks.tenants import rotation
+from webhooks.tenants.rotation import ACTIVATE_IN_MAX, Secrets, secrets_at
+
+__all__ = ["ACTIVATE_IN_MAX", "Secrets", "secrets_at", "rotate", "activate_now", "cancel"]
+
+
+def rotate(session: Session, subscription: Subscription, activate_in: int | None = None) -> Subscription:
+    """A new secret: signing at once, or staged to take over in ``activate_in`` seconds."""
+    rotation.rotate(session, subscription.id, utcnow(), activate_in)
+    session.refresh(subscription)
+    return subscription
+
+
+def activate_now(session: Session, subscription: Subscription) -> bool:
+    """The staged secret signs from now on; False if none was staged."""
+    return rotation.activate_now(session, subscription.id, utcnow())
+
+
+def cancel(session: Session, subscription: Subscription) -> bool:
+    """Drop the staged secret; False if none was staged."""
+    return rotation.cancel(session, subscription.id, utcnow())

@@ -1,0 +1,60 @@
+"""Subscribe, change, delete, and the look-up of a subscription its account owns.
+
+The look-up answers None alike for another account's id, a deleted
+subscription, one that never existed and an id that is not a UUID (asked
+without a query), so callers answer them all with the same 404.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from webhooks.lifecycle import changes
+from webhooks.storage.models import Subscription, utcnow
+from webhooks.tenants import custom_headers  # the rules of a subscription's headers
+
+__all__ = ["SETTINGS", "custom_headers", "canonical_id", "owned", "create", "change", "delete"]
+
+SETTINGS = changes.SETTINGS  # the settable fields, with their defaults
+
+
+def canonical_id(value: str) -> str | None:
+    """``value`` as a canonical (lowercase, hyphenated) UUID string, or None if it is not one."""
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def owned(session: Session, account_id: str, subscription_id: str) -> Subscription | None:
+    """The account's live (not deleted) subscription with this id, or None."""
+    canonical = canonical_id(subscription_id)
+    if canonical is None:
+        return None
+    return session.scalars(
+        select(Subscription).where(
+            Subscription.id == canonical,
+            Subscription.account_id == account_id,
+            Subscription.deleted_at.is_(None),
+        )
+    ).first()
+
+
+def create(session: Session, account_id: str, url: str, **settings) -> Subscription:
+    """A new subscription of the account (Conflict past WEBHOOKS_MAX_SUBSCRIPTIONS)."""
+    return changes.create_subscription(session, account_id, url, now=utcnow(), **settings)
+
+
+def change(session: Session, subscription: Subscription, **new_values) -> Subscription:
+    """Change the given settings (``url`` among them); returns the subscription as stored."""
+    changes.change_subscription(session, subscription.id, **new_values)
+    session.refresh(subscription)
+    return subscription
+
+
+def delete(session: Session, subscription: Subscription) -> None:
+    """Soft-delete: no further attempts; its waiting deliveries end ``failed``."""
+    changes.delete_subscription(session, subscription.id, utcnow())

@@ -1,0 +1,187 @@
+"""The PostgreSQL backend: the hot transitions in one prepared round trip, row locks,
+advisory locks, REPEATABLE READ snapshots, and the waiting counts kept per connection.
+
+The claim joins the event and the subscription (UPDATE … FROM … RETURNING)
+after taking the account's turn (an advisory lock, so that concurrent claims
+count each other's attempts in flight); the record's steps run as one
+statement of data-modifying CTEs. Both are prepared once per connection
+(storage/prepared.py) and built from the statements lifecycle/claim.py and
+lifecycle/record.py write once for both engines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from sqlalchemy import bindparam, func, literal, select, text
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from webhooks.storage.backends import Backend
+from webhooks.storage.prepared import PreparedStatement, execute_together
+
+__all__ = ["PostgreSQLBackend"]
+
+
+def _claim_statements():
+    """(the account's turn, the claim with its loads), prepared.
+
+    Claims of one account take turns, always (a subscription may have a cap of
+    its own even when the service's are 0): under READ COMMITTED two concurrent
+    claims would each count the attempts in flight without the other's, so N
+    threads could overshoot a cap by N - 1. The lock is held until the claim
+    commits and taken in its own statement, so that the claim's snapshot,
+    taken after it, sees every claim committed before. (SQLite's BEGIN
+    IMMEDIATE already serialises writers.)
+    """
+    from webhooks.lifecycle import claim
+
+    d = claim.deliveries
+    turn = PreparedStatement.from_core("claim_turn", select(
+        func.pg_advisory_xact_lock(func.hashtextextended(d.c.account_id, 7403))
+    ).where(d.c.id == bindparam("d_id")))
+    take = PreparedStatement.from_core("claim", claim._TAKE.where(
+        claim.events.c.id == d.c.event_id, claim.subscriptions.c.id == d.c.subscription_id,
+    ).returning(*claim._TAKEN, *claim._LOADED))
+    return turn, take
+
+
+def _record_statement(count):
+    """The record's five steps as data-modifying CTEs; each later one only if the move
+    happened.
+
+    PostgreSQL runs every data-modifying CTE to completion whether or not the
+    final SELECT reads it, so that SELECT reads only what the caller uses
+    (each CTE it read cost executor work on every attempt).
+    """
+    from sqlalchemy import exists, insert
+
+    from webhooks.lifecycle import record
+    from webhooks.storage import rollup
+
+    d = record.deliveries
+    moved = record._MOVE.returning(d.c.id, d.c.account_id).cte("moved")
+    ours = exists(select(moved.c.id))
+    recorded = (insert(record.attempts)
+                .from_select(["delivery_id", *record._ATTEMPT],
+                             select(moved.c.id, *record._ATTEMPT.values()))
+                .cte("recorded"))
+    counted = (count.where(ours).returning(record.subscriptions.c.consecutive_failures)
+               .cte("counted"))
+    released = record._release(locking=True).where(ours).cte("released")
+    hour_counted, total_counted = rollup.count_in_statement(
+        moved, subscription_id=record._SUBSCRIPTION_ID, started_at=record._ATTEMPT["started_at"],
+        outcome=record._ATTEMPT["outcome"], duration_ms=record._ATTEMPT["duration_ms"])
+    return select(
+        select(func.count()).select_from(moved).scalar_subquery().label("moved"),
+        select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
+        select(released.c.id).scalar_subquery().label("released_id"),
+        select(released.c.attempt_count).scalar_subquery().label("released_count"),
+    ).add_cte(recorded, hour_counted, total_counted)
+
+
+# Rows of backends that are gone, moved into row 0 in one statement. A row whose
+# pid a new backend took meanwhile is folded too, which is as correct: only the sum counts.
+_FOLD = text("""
+WITH gone AS (
+    DELETE FROM waiting_counts AS w
+     WHERE w.backend <> 0
+       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.pid = w.backend)
+    RETURNING w.pending, w.sending, w.paused
+), added AS (
+    INSERT INTO waiting_counts AS t (backend, pending, sending, paused)
+    SELECT 0, sum(pending), sum(sending), sum(paused) FROM gone HAVING count(*) > 0
+    ON CONFLICT (backend) DO UPDATE SET pending = t.pending + excluded.pending,
+        sending = t.sending + excluded.sending, paused = t.paused + excluded.paused
+    RETURNING 1
+)
+SELECT count(*) FROM gone
+""")
+
+
+class PostgreSQLBackend(Backend):
+    name = "postgresql"
+    emits_in_one_statement = True
+
+    def __init__(self):
+        from webhooks.lifecycle import record
+        from webhooks.storage.models import Event
+
+        self._turn, self._claim = _claim_statements()
+        self._record_failure = PreparedStatement.from_core(
+            "record_failure", _record_statement(record._COUNT_FAILURE))
+        self._record_success = PreparedStatement.from_core(
+            "record_success", _record_statement(record._COUNT_SUCCESS))
+        events = Event.__table__
+        self._insert_event_once = (
+            pg_insert(events)
+            .on_conflict_do_nothing(index_elements=["account_id", "idempotency_key"])
+            .returning(events.c.id))
+
+    def claim(self, connection, params: dict):
+        # Always: even with the service's caps at 0, a subscription may have its own.
+        # One round trip: the turn, then the claim (each with its own snapshot); on an
+        # autocommit connection the two are one implicit transaction, committed at the end.
+        rows = execute_together(
+            connection, [(self._turn, {"d_id": params["d_id"]}), (self._claim, params)])
+        return rows[0] if rows else None
+
+    def record(self, connection, params: dict, is_failure: bool):
+        from webhooks.broker.outbox import Dispatch
+
+        statement = self._record_failure if is_failure else self._record_success
+        # A success is this one statement, committed on its own on the attempt engine; a
+        # failure opens a transaction, as it may pause the subscription after it (record()).
+        ((moved, failures, released_id, released_count),) = execute_together(
+            connection, [(statement, params)], begin=is_failure)
+        if not moved:
+            return None
+        return failures, [Dispatch(released_id, released_count)] if released_id else []
+
+    def insert_event_once(self):
+        return self._insert_event_once
+
+    def upsert_adding(self, table, values, key, increments):
+        statement = pg_insert(table).values(**values)
+        return statement.on_conflict_do_update(
+            index_elements=list(key),
+            set_={name: table.c[name] + statement.excluded[name] for name in increments})
+
+    def hour_of(self, column):
+        return func.date_trunc("hour", column)
+
+    def fold_waiting_counts(self, connection) -> int:
+        return connection.execute(_FOLD).scalar_one()
+
+    def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:
+        session.execute(select(func.pg_advisory_xact_lock(
+            func.hashtextextended(literal(subscription_id), seed))))
+
+    def skip_locked(self, statement):
+        return statement.with_for_update(skip_locked=True)
+
+    @contextlib.contextmanager
+    def alone(self, engine, key: int):
+        # A session lock on a connection in autocommit mode: it holds no transaction open
+        # (which would keep vacuum from cleaning up behind the purge), and a process that
+        # dies releases it with its connection.
+        with engine.connect() as connection:
+            connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+            taken = connection.execute(select(func.pg_try_advisory_lock(key))).scalar()
+            try:
+                yield taken
+            finally:
+                if taken:
+                    connection.execute(select(func.pg_advisory_unlock(key)))
+
+    def begin_snapshot(self, session) -> None:
+        # Under READ COMMITTED each statement sees its own moment: the request's earlier
+        # reads (the caller's key) are ended, and the rest run in one REPEATABLE READ.
+        if session.in_transaction():
+            session.commit()  # only reads so far: the account of the API key
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+
+    def limit_statement_time(self, connection, milliseconds: int) -> None:
+        connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(milliseconds)}")
+
+    def in_autocommit(self, connection) -> bool:
+        return connection.connection.dbapi_connection.autocommit

@@ -1,0 +1,104 @@
+"""The SQLite backend (the embedded default): the same statements, step by step.
+
+SQLite cannot return columns of joined tables nor chain data-modifying CTEs,
+so the claim loads what it needs with a second statement and the record runs
+its steps one by one. It has one writer at a time (transactions begin
+IMMEDIATE, storage/db.py), which stands in for row and advisory locks, and
+its transactions already read one moment.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, func, insert, select
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from webhooks.storage.backends import Backend, always_alone
+
+__all__ = ["SQLiteBackend"]
+
+
+class SQLiteBackend(Backend):
+    name = "sqlite"
+    emits_in_one_statement = False
+
+    def __init__(self):
+        from webhooks.lifecycle import claim, record
+        from webhooks.storage.models import Event
+
+        self._take = claim._TAKE.returning(*claim._TAKEN)
+        self._load = (select(*claim._LOADED)
+                      .select_from(claim.events.join(claim.subscriptions,
+                                                     claim.subscriptions.c.id == bindparam("sub")))
+                      .where(claim.events.c.id == bindparam("event")))
+        self._insert_attempt = insert(record.attempts).values(
+            delivery_id=bindparam("d_id"), **record._ATTEMPT)
+        self._release = record._release(locking=False)  # BEGIN IMMEDIATE serialises
+        events = Event.__table__
+        self._insert_event_once = (
+            sqlite_insert(events)
+            .on_conflict_do_nothing(index_elements=["account_id", "idempotency_key"])
+            .returning(events.c.id))
+
+    def claim(self, connection, params: dict):
+        taken = connection.execute(self._take, params).first()
+        if taken is None:
+            return None
+        loaded = connection.execute(
+            self._load,
+            {"sub": taken.subscription_id, "event": taken.event_id, "now": params["now"]}).one()
+        return (*taken, *loaded)
+
+    def record(self, connection, params: dict, is_failure: bool):
+        from webhooks.broker.outbox import Dispatch
+        from webhooks.lifecycle import record
+        from webhooks.storage import rollup
+
+        if connection.execute(record._MOVE, params).rowcount != 1:
+            return None
+        connection.execute(self._insert_attempt, params)
+        rollup.count_attempt(connection, delivery_id=params["d_id"],
+                             subscription_id=params["sub_id"], started_at=params["t_started"],
+                             outcome=params["result"], duration_ms=params["t_duration"])
+        if is_failure:
+            failures = connection.execute(
+                record._COUNT_FAILURE.returning(record.subscriptions.c.consecutive_failures),
+                params).scalar_one()
+        else:
+            connection.execute(record._COUNT_SUCCESS, params)
+            failures = None
+        released = connection.execute(self._release, params).all()
+        return failures, [Dispatch(delivery_id, count) for delivery_id, count in released]
+
+    def insert_event_once(self):
+        return self._insert_event_once
+
+    def upsert_adding(self, table, values, key, increments):
+        statement = sqlite_insert(table).values(**values)
+        return statement.on_conflict_do_update(
+            index_elements=list(key),
+            set_={name: table.c[name] + statement.excluded[name] for name in increments})
+
+    def hour_of(self, column):
+        # SQLite stores DateTime as 'YYYY-MM-DD HH:MM:SS.ffffff' text; the bound hour matches it.
+        return func.strftime("%Y-%m-%d %H:00:00.000000", column)
+
+    def fold_waiting_counts(self, connection) -> int:
+        return 0  # the triggers add into row 0 directly: nothing to fold
+
+    def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:
+        return None  # one writer at a time
+
+    def skip_locked(self, statement):
+        return statement  # one writer at a time
+
+    def alone(self, engine, key: int):
+        return always_alone()
+
+    def begin_snapshot(self, session) -> None:
+        return None  # its transactions (BEGIN IMMEDIATE) already read one moment
+
+    def limit_statement_time(self, connection, milliseconds: int) -> None:
+        return None  # no statement time-out on SQLite
+
+    def in_autocommit(self, connection) -> bool:
+        return False

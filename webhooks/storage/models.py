@@ -1,0 +1,337 @@
+"""SQLAlchemy models and state enums; the database is the source of truth.
+
+Models never commit: the caller owns the transaction (see webhooks/lifecycle/changes.py).
+Ids are UUID strings so the same schema runs on PostgreSQL and SQLite.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    SmallInteger,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    false,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus  # re-exported: the models' states
+
+__all__ = [
+    "Base",
+    "Account",
+    "Subscription",
+    "Event",
+    "Delivery",
+    "Attempt",
+    "AttemptHour",
+    "AttemptTotal",
+    "WaitingCount",
+    "DashboardSession",
+    "PortalLink",
+    "SubscriptionStatus",
+    "DeliveryStatus",
+    "new_id",
+    "utcnow",
+]
+
+
+def new_id() -> str:
+    """A fresh random UUID as a lowercase hyphenated string."""
+    return str(uuid.uuid4())
+
+
+def utcnow() -> dt.datetime:
+    """The current time as an aware UTC datetime."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class UTCDateTime(TypeDecorator):
+    """Aware UTC datetimes on both databases (SQLite has no time zones)."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+
+    def process_result_value(self, value, dialect):
+        if value is None:
+            return None
+        return value.replace(tzinfo=dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dt.datetime: UTCDateTime}
+
+
+class Account(Base):
+    __tablename__ = "accounts"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    # SHA-256 of the API key: the key itself is shown once and never stored.
+    api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Subscription(Base):
+    __tablename__ = "subscriptions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), index=True)
+    url: Mapped[str] = mapped_column(String(2048))
+    secret: Mapped[str] = mapped_column(String(128))
+    # None: every event type; otherwise a list of catalogue names.
+    event_types: Mapped[list | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default=SubscriptionStatus.ACTIVE.value)
+    consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
+    paused_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Soft delete: history stays readable, no further attempts are made.
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # A staged rotation (rotation.py): next_secret signs from next_secret_active_at on.
+    next_secret: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    next_secret_active_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # Extra request headers sent with every delivery (custom_headers.py); None: none.
+    headers: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    # Attempts in flight at once; None: WEBHOOKS_MAX_IN_FLIGHT.
+    max_in_flight: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Attempts per second (pacing.py); None: no limit.
+    rate_limit: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The rate limit's next free slot, in unix seconds (pacing.py).
+    rate_next_slot: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+    def wants(self, event_type: str) -> bool:
+        """True when this subscription receives events of ``event_type``."""
+        return self.event_types is None or event_type in self.event_types
+
+
+class Event(Base):
+    __tablename__ = "events"
+    __table_args__ = (
+        UniqueConstraint("account_id", "idempotency_key"),
+        # An account's events by age: retention finds old events that lost their deliveries.
+        Index("ix_events_account_created", "account_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    type: Mapped[str] = mapped_column(String(64))
+    # The envelope's version, sent again as the version header on every attempt.
+    version: Mapped[str] = mapped_column(String(10))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    # The serialised envelope: the exact bytes of every attempt's body.
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Delivery(Base):
+    __tablename__ = "deliveries"
+    __table_args__ = (
+        # The sweep's scans: due or overdue pending rows, and stale claims.
+        Index(
+            "ix_deliveries_pending_due",
+            "next_attempt_at",
+            postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status = 'pending'"),
+        ),
+        Index(
+            "ix_deliveries_sending_claimed",
+            "claimed_at",
+            postgresql_where=text("status = 'sending'"),
+            sqlite_where=text("status = 'sending'"),
+        ),
+        # The delivery list, newest first by (created_at, id) (web/delivery_list.py): each
+        # filter's columns, then status, then the keyset order. A page is one short scan per
+        # stored status, merged: all six without a status filter, one or two with it.
+        # The first two also serve the claim's counts of the attempts in flight of a
+        # subscription and of an account (claim.py).
+        Index("ix_deliveries_by_subscription", "subscription_id", "status", "created_at", "id"),
+        Index("ix_deliveries_by_account", "account_id", "status", "created_at", "id"),
+        Index("ix_deliveries_by_type", "account_id", "event_type", "status", "created_at", "id"),
+        # Replays of a delivery (few): its page lists them, and retention keeps an original
+        # while a replay refers to it.
+        Index(
+            "ix_deliveries_replay_of",
+            "replay_of",
+            postgresql_where=text("replay_of IS NOT NULL"),
+            sqlite_where=text("replay_of IS NOT NULL"),
+        ),
+        # Deliveries waiting for a free slot of their subscription, oldest first (claim.py,
+        # record.py).
+        Index(
+            "ix_deliveries_waiting",
+            "subscription_id",
+            "created_at",
+            postgresql_where=text("status = 'pending' AND parked AND next_attempt_at IS NULL"),
+            sqlite_where=text("status = 'pending' AND parked = 1 AND next_attempt_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    event_id: Mapped[str] = mapped_column(ForeignKey("events.id"), index=True)
+    subscription_id: Mapped[str] = mapped_column(ForeignKey("subscriptions.id"))
+    event_type: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default=DeliveryStatus.PENDING.value)
+    # Attempts started so far; the next attempt's number is attempt_count + 1.
+    attempt_count: Mapped[int] = mapped_column(Integer, default=0)
+    # When the next attempt is due (pending), or was due when it was held (paused).
+    next_attempt_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # True when no broker message carries the next attempt: the sweep sends it when due.
+    parked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # When the attempt in flight was claimed (status sending).
+    claimed_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    replay_of: Mapped[str | None] = mapped_column(ForeignKey("deliveries.id"), nullable=True)
+    # True while the delivery holds a slot of its subscription's rate limit, reserved
+    # for its next_attempt_at (pacing.py): its next claim takes no second slot.
+    paced: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class Attempt(Base):
+    __tablename__ = "attempts"
+    __table_args__ = (
+        # One row per attempt number: a duplicate attempt is never recorded twice.
+        UniqueConstraint("delivery_id", "number"),
+        # /metrics and the dashboard's chart read recent attempts by time.
+        Index("ix_attempts_started_at", "started_at"),
+    )
+
+    # 64-bit on PostgreSQL (a 32-bit id runs out after 2.1 billion attempts); SQLite's
+    # INTEGER PRIMARY KEY is 64-bit already and must stay spelled INTEGER to be the rowid.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("deliveries.id"))
+    number: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[dt.datetime] = mapped_column()
+    duration_ms: Mapped[int] = mapped_column(Integer)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Why no response came (failure_kinds.ErrorKind value: "timeout", "dns", ...); else null.
+    error_kind: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(20))
+    # The first KiB of the response body, decoded leniently, for the dashboard.
+    response_excerpt: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # A 3xx answer's Location header (at most 1,000 characters), never followed.
+    location: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class AttemptHour(Base):
+    """Attempts per subscription, hour and outcome, kept as they are recorded (rollup.py)."""
+
+    __tablename__ = "attempt_hours"
+    __table_args__ = (
+        # An account's chart and counts read its hours across its subscriptions.
+        Index("ix_attempt_hours_account_hour", "account_id", "hour_start"),
+    )
+
+    subscription_id: Mapped[str] = mapped_column(ForeignKey("subscriptions.id"), primary_key=True)
+    hour_start: Mapped[dt.datetime] = mapped_column(primary_key=True)
+    outcome: Mapped[str] = mapped_column(String(20), primary_key=True)
+    # Spreads one key over a few rows so that concurrent records do not queue on one row lock.
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"))
+    attempts: Mapped[int] = mapped_column(BigInteger)
+
+
+class AttemptTotal(Base):
+    """Attempts and their summed duration per outcome and duration bucket, since the start.
+
+    The counters of /metrics (rollup.py); a handful of rows, never purged.
+    """
+
+    __tablename__ = "attempt_totals"
+
+    outcome: Mapped[str] = mapped_column(String(20), primary_key=True)
+    # Index into rollup.DURATION_BUCKETS_MS (its length: longer than the last bound).
+    duration_bucket: Mapped[int] = mapped_column(SmallInteger, primary_key=True,
+                                                 autoincrement=False)
+    shard: Mapped[int] = mapped_column(SmallInteger, primary_key=True, autoincrement=False)
+    attempts: Mapped[int] = mapped_column(BigInteger)
+    duration_ms: Mapped[int] = mapped_column(BigInteger)
+
+
+class WaitingCount(Base):
+    """Deliveries pending, sending and paused, counted by triggers as statuses change (webhooks/storage/waiting_counts.py).
+
+    The gauges of /metrics: summed over a few rows, whatever the backlog.
+    """
+
+    __tablename__ = "waiting_counts"
+
+    # The PostgreSQL backend (pid) whose changes the row counts, so no two transactions
+    # ever write one row; 0 holds what the sweep folded in, and SQLite's one row.
+    backend: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    pending: Mapped[int] = mapped_column(BigInteger)
+    sending: Mapped[int] = mapped_column(BigInteger)
+    paused: Mapped[int] = mapped_column(BigInteger)
+
+
+class DashboardSession(Base):
+    """A signed-in dashboard session, kept on the server (web/dashboard/sessions.py).
+
+    The browser's signed cookie holds a random token; the row holds its
+    SHA-256, so signing out (deleting the row) ends the session for every
+    copy of the cookie, and a row read from the database cannot be used as a
+    cookie. A session ends at ``expires_at`` at the latest. ``read_only``
+    is for sessions that may look but not act (portal links, CONTRACT 9.3);
+    sign-in with an API key makes full sessions.
+    """
+
+    __tablename__ = "dashboard_sessions"
+
+    # SHA-256 (hex) of the cookie's token.
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    account_id: Mapped[str] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Expired rows are deleted in bounded batches at each sign-in (sessions.py).
+    expires_at: Mapped[dt.datetime] = mapped_column(index=True)
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+
+class PortalLink(Base):
+    """A single-use sign-in link to an account's dashboard (CONTRACT 9.3).
+
+    Made and spent by webhooks/services/portal_links.py.
+
+    The link's URL carries a random token; the row holds its SHA-256, so a
+    row read from the database cannot be used as a link. Opening the link
+    sets ``used_at`` (once: a conditional UPDATE) and starts a dashboard
+    session that ends at ``expires_at`` and is ``read_only`` if the link is.
+    """
+
+    __tablename__ = "portal_links"
+
+    # SHA-256 (hex) of the link's token.
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    account_id: Mapped[str] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Spent links (expired or used) are deleted in bounded batches at each new link.
+    expires_at: Mapped[dt.datetime] = mapped_column(index=True)
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    used_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)

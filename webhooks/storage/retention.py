@@ -1,0 +1,261 @@
+"""Retention: delete finished deliveries older than WEBHOOKS_RETENTION_DAYS, in small batches.
+
+The rule (CONTRACT 8.1): a delivery that is ``done``, ``failed`` or
+``dead`` and was created more than ``retention_days`` days ago is deleted
+with its attempts; an event older than that with no delivery left is
+deleted too, and so are the rollup's hours (``attempt_hours``) before the
+cut-off. ``pending``, ``sending`` and ``paused`` deliveries are never
+deleted, nor their events. ``0`` days keeps everything.
+
+A delivery that a kept delivery replays (``replay_of``) is kept while that
+replay exists: the link stays whole, and the original goes once its replay
+has gone (a later pass of the same purge when both are old).
+
+Work goes account by account and status by status, oldest first, through
+the delivery list's own index (``ix_deliveries_by_account``), in batches
+of ``batch`` deliveries: each batch is one short transaction (its
+attempts, the deliveries, then their events). On PostgreSQL the batch's
+rows are locked with SKIP LOCKED, so the scheduled purge and
+``webhooks db purge`` may overlap without waiting for each other.
+
+``webhooks db purge`` runs :func:`purge` to the end; the scheduler runs
+:func:`run_scheduled` every WEBHOOKS_PURGE_INTERVAL seconds, which stops
+after WEBHOOKS_PURGE_SECONDS and rests after each batch as long as the
+batch took, so delivery keeps most of the database (docs/scaling.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import time
+from dataclasses import dataclass, fields
+
+from sqlalchemy import and_, delete, exists, or_, select, true, tuple_
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import aliased
+
+from webhooks.lifecycle import transitions
+from webhooks.storage.backends import backend_of
+from webhooks.storage.models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
+from webhooks.storage.rollup import floor_hour
+
+__all__ = ["Purged", "FINISHED", "cutoff_for", "purge", "run_scheduled"]
+
+log = logging.getLogger("webhooks.retention")  # its name from before the move: log searches use it
+
+#: The statuses retention may delete; every other one is kept whatever its age.
+FINISHED = (DeliveryStatus.DONE.value, DeliveryStatus.FAILED.value, DeliveryStatus.DEAD.value)
+
+
+@dataclass
+class Purged:
+    """Rows deleted: what ``webhooks db purge`` prints, and the rollup's hours."""
+
+    events: int = 0
+    deliveries: int = 0
+    attempts: int = 0
+    attempt_hours: int = 0
+
+    def add(self, other: "Purged") -> None:
+        for field in fields(self):
+            setattr(self, field.name, getattr(self, field.name) + getattr(other, field.name))
+
+    @property
+    def rows(self) -> int:
+        return self.events + self.deliveries + self.attempts + self.attempt_hours
+
+    def report(self) -> dict[str, int]:
+        """The CLI's answer (CONTRACT 8.2)."""
+        return {"events": self.events, "deliveries": self.deliveries, "attempts": self.attempts}
+
+
+def cutoff_for(now: dt.datetime, retention_days: int) -> dt.datetime | None:
+    """The creation time before which finished rows go; None when retention is off (0 days)."""
+    if retention_days <= 0:
+        return None
+    return now - dt.timedelta(days=retention_days)
+
+
+class _Pacer:
+    """Stops a purge at its deadline and, if asked, rests after each batch as long as it took."""
+
+    def __init__(self, deadline: float | None, rest: bool):
+        self.deadline, self.rest = deadline, rest
+        self.started = time.monotonic()
+
+    def batch_done(self) -> bool:
+        """Called after each batch; False when the purge must stop now."""
+        took = time.monotonic() - self.started
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return False
+        if self.rest:
+            time.sleep(took)
+        self.started = time.monotonic()
+        return True
+
+
+def purge(engine: Engine, *, retention_days: int, batch: int, now: dt.datetime | None = None,
+          deadline: float | None = None, rest: bool = False) -> Purged:
+    """Apply the retention rule in batches of short transactions; returns the rows deleted.
+
+    Runs until nothing is left to delete, or until ``deadline`` (a
+    ``time.monotonic()`` value) has passed; ``rest`` pauses after each batch
+    as long as the batch took. Passes repeat while a pass deleted replays,
+    which may have freed their (older) originals.
+    """
+    total = Purged()
+    cutoff = cutoff_for(now or utcnow(), retention_days)
+    if cutoff is None:
+        return total
+    pacer = _Pacer(deadline, rest)
+    while True:
+        freed, finished = _one_pass(engine, cutoff, batch, pacer, total)
+        if not finished or not freed:
+            return total
+
+
+def _one_pass(engine: Engine, cutoff: dt.datetime, batch: int, pacer: _Pacer, total: Purged):
+    """Every account once; (replays deleted, True if it got to the end).
+
+    Each step deletes one batch in the caller's transaction and returns
+    (rows deleted, whether to go on, where the next batch starts, replays deleted).
+    """
+    with engine.connect() as connection:
+        accounts = list(connection.scalars(select(Account.id).order_by(Account.id)))
+    freed = 0
+    steps = [*[(_delivery_batch, status) for status in FINISHED], (_event_batch, None),
+             (_hour_batch, None)]
+    for account_id in accounts:
+        for step, status in steps:
+            after = None
+            while True:
+                with engine.begin() as connection:
+                    done, more, after, replays = step(connection, account_id, status, cutoff,
+                                                      after, batch)
+                total.add(done)
+                freed += replays
+                if not more:
+                    break
+                if not pacer.batch_done():
+                    return freed, False
+    return freed, True
+
+
+def _after(created_column, id_column, after):
+    """Rows after ``after`` = (created_at, id) in oldest-first order (None: from the start)."""
+    if after is None:
+        return true()
+    created_at, row_id = after
+    return and_(created_column >= created_at,
+                or_(created_column > created_at,
+                    and_(created_column == created_at, id_column > row_id)))
+
+
+def _locked(statement, connection: Connection):
+    """``statement`` FOR UPDATE SKIP LOCKED on PostgreSQL (SQLite has one writer at a time)."""
+    return backend_of(connection).skip_locked(statement)
+
+
+def _delivery_batch(connection: Connection, account_id: str, status: str,
+                    cutoff: dt.datetime, after, batch: int):
+    """Delete up to ``batch`` old deliveries in ``status``, their attempts and orphaned events."""
+    replay = aliased(Delivery)
+    candidates = _locked(
+        select(Delivery.id, Delivery.created_at)
+        .where(Delivery.account_id == account_id, Delivery.status == status,
+               Delivery.created_at < cutoff, _after(Delivery.created_at, Delivery.id, after),
+               ~exists().where(replay.replay_of == Delivery.id))
+        .order_by(Delivery.created_at, Delivery.id)
+        .limit(batch),
+        connection,
+    )
+    rows = connection.execute(candidates).all()
+    if not rows:
+        return Purged(), False, None, 0
+    ids = [row.id for row in rows]
+    attempts = connection.execute(delete(Attempt).where(Attempt.delivery_id.in_(ids))).rowcount
+    gone = transitions.delete_deliveries(connection, ids)
+    event_ids = sorted({row.event_id for row in gone})
+    events = connection.execute(
+        delete(Event).where(Event.id.in_(event_ids),
+                            ~exists().where(Delivery.event_id == Event.id))
+    ).rowcount
+    replays = sum(1 for row in gone if row.replay_of is not None)
+    done = Purged(events=events, deliveries=len(gone), attempts=attempts)
+    # A short batch was the last (rows another purge holds are that purge's).
+    return done, len(rows) == batch, (rows[-1].created_at, rows[-1].id), replays
+
+
+def _event_batch(connection: Connection, account_id: str, _status, cutoff: dt.datetime,
+                 after, batch: int):
+    """Delete up to ``batch`` old events of the account that have no delivery (left)."""
+    candidates = _locked(
+        select(Event.id, Event.created_at)
+        .where(Event.account_id == account_id, Event.created_at < cutoff,
+               _after(Event.created_at, Event.id, after),
+               ~exists().where(Delivery.event_id == Event.id))
+        .order_by(Event.created_at, Event.id)
+        .limit(batch),
+        connection,
+    )
+    rows = connection.execute(candidates).all()
+    if not rows:
+        return Purged(), False, None, 0
+    events = connection.execute(
+        delete(Event).where(Event.id.in_([row.id for row in rows]),
+                            ~exists().where(Delivery.event_id == Event.id))
+    ).rowcount
+    return Purged(events=events), len(rows) == batch, (rows[-1].created_at, rows[-1].id), 0
+
+
+def _hour_batch(connection: Connection, account_id: str, _status, cutoff: dt.datetime,
+                _after, batch: int):
+    """Delete up to ``batch`` of the account's rollup rows of hours that ended before the cut-off."""
+    key = tuple_(AttemptHour.subscription_id, AttemptHour.hour_start, AttemptHour.outcome,
+                 AttemptHour.shard)
+    old = (
+        select(AttemptHour.subscription_id, AttemptHour.hour_start, AttemptHour.outcome,
+               AttemptHour.shard)
+        .where(AttemptHour.account_id == account_id, AttemptHour.hour_start < floor_hour(cutoff))
+        .limit(batch)
+    )
+    deleted = connection.execute(delete(AttemptHour).where(key.in_(old))).rowcount
+    # Deleted rows no longer match, so each batch starts from the beginning again.
+    return Purged(attempt_hours=deleted), deleted == batch, None, 0
+
+
+# pg_advisory_lock key held by a scheduled run ("whpurge" as a number).
+RUN_LOCK_KEY = 0x77687075726765
+
+
+@contextlib.contextmanager
+def _alone(engine: Engine):
+    """True if no other scheduled purge runs now (PostgreSQL advisory lock; SQLite: always).
+
+    The lock is a session lock on a connection in autocommit mode: it holds
+    no transaction open (which would keep vacuum from cleaning up behind the
+    purge), and a process that dies releases it with its connection.
+    """
+    with backend_of(engine).alone(engine, RUN_LOCK_KEY) as taken:
+        yield taken
+
+
+def run_scheduled(engine: Engine, *, retention_days: int, batch: int, seconds: float) -> Purged:
+    """The scheduler's purge: at most ``seconds`` of batches, resting between them; logs a line.
+
+    A run that finds another one still going does nothing: overlapping runs
+    would only add load.
+    """
+    with _alone(engine) as alone:
+        if not alone:
+            return Purged()
+        started = time.monotonic()
+        purged = purge(engine, retention_days=retention_days, batch=batch,
+                       deadline=started + seconds, rest=True)
+    if purged.rows:
+        log.info("retention purged %d events, %d deliveries, %d attempts, %d rollup rows "
+                 "in %.2f s", purged.events, purged.deliveries, purged.attempts,
+                 purged.attempt_hours, time.monotonic() - started)
+    return purged

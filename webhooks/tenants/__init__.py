@@ -1,0 +1,1 @@
+"""Accounts and what belongs to a subscription beside its deliveries: quotas, secrets, custom headers."""
