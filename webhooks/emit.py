@@ -26,6 +26,7 @@ from webhooks.errors import NotFound
 from webhooks.events.inputs import envelope_bytes, validate_input, validate_ordering_key
 from webhooks.lifecycle import ordering, transitions
 from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
+from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
 from webhooks.storage.emit_statement import store_in_one_statement
@@ -208,7 +209,7 @@ def _checked(account_id, event_type, data, idempotency_key, ordering_key, settin
     """Check every input (InvalidEvent naming the field) and build the envelope's bytes."""
     validate_input(account_id, event_type, data, idempotency_key)
     validate_ordering_key(ordering_key)
-    event_id, created_at = new_id(), utcnow()
+    event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     return _Checked(event_type, idempotency_key, ordering_key, event_id, created_at, body)
 
@@ -363,7 +364,7 @@ def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settin
     stored, and publishes the deliveries that first try stored.
     """
     validate_input(account_id, event_type, data, idempotency_key)
-    event_id, created_at = new_id(), utcnow()
+    event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     values = dict(event_id=event_id, account_id=account_id, event_type=event_type,
                   pausable=held_by_pause(event_type), version=settings.version,

@@ -8,15 +8,15 @@
 - ``ix_deliveries_ordering``: unfinished keyed deliveries by (subscription, key,
   sequence), for the claim's look-up of a predecessor and the record's of a successor.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-25
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 
