@@ -89,6 +89,9 @@ class Sizes:
     # (interval, seconds per run) of the scheduled purge; 0: the WEBHOOKS_PURGE_* settings
     purge_pace: tuple[float, float] = (0.0, 0.0)
     cost_deliveries: int = 5_000  # deliveries drained to measure what one costs (--scenarios cost)
+    pace_deliveries: int = 5_000  # the backlog each leg of the pace scenario drains
+    ordering_deliveries: int = 5_000  # each drain of the ordering scenario (keyed, unkeyed)
+    ordering_keys: int = 1_000  # keys the keyed drain's deliveries are spread over
     realistic_deliveries: int = 6_000  # per phase, spread evenly over the subscriptions
     realistic_subscriptions: int = 100
     realistic_slow_ms: float = 200.0  # every endpoint's answer time in the second phase
@@ -110,7 +113,8 @@ QUICK = Sizes(
     backlog_fresh_rate=20.0, punctuality_deliveries=3, punctuality_ladder=(1, 2),
     punctuality_countdown_limit=1, history_events=3_000, history_small=1_000, history_repeats=3,
     history_rounds=1,
-    purge_rows=3_000, purge_deliveries=200, purge_pairs=1, cost_deliveries=100,
+    purge_rows=3_000, purge_deliveries=200, purge_pairs=1, cost_deliveries=100, pace_deliveries=300,
+    ordering_deliveries=300, ordering_keys=50,
     realistic_deliveries=200, realistic_subscriptions=20, shared_seconds=2.0, shared_warmup=0.5,
     shared_monitor_seconds=1.0, shared_backlog=200,
 )

@@ -107,3 +107,33 @@ def test_a_delayed_path_answers_late_without_holding_the_others(receiver):
     assert slow[0][0] == 200 and slow[0][1] >= 0.5
     receiver.reset()  # forgets the delay too
     assert _post(receiver, "/slow")[1] < 0.3
+
+
+def test_the_pace_receiver_serves_its_capacity_per_second_and_429s_the_rest():
+    from benchmarks.scenarios.pace import LimitedReceiver
+
+    receiver = LimitedReceiver(3, "X-Service-Delivery-Id")
+    try:
+        answers = []
+        for n in range(5):
+            connection = http.client.HTTPConnection("127.0.0.1", receiver.server.server_address[1])
+            connection.request("POST", "/limited", body=b"{}",
+                               headers={"X-Service-Delivery-Id": f"d{n}"})
+            response = connection.getresponse()
+            answers.append((response.status, response.getheader("Retry-After")))
+            connection.close()
+    finally:
+        receiver.stop()
+    assert answers[:3] == [(200, None)] * 3 and answers[3:] == [(429, "1")] * 2
+    assert (receiver.accepted, receiver.refused, len(receiver.delivered)) == (3, 2, 3)
+
+
+def test_the_ordering_scenario_checks_each_key_s_order():
+    from benchmarks.receiver import Arrival
+    from benchmarks.scenarios.ordering import _in_order
+
+    ids = ["a0", "b0", "a1", "b1"]  # two keys, round-robin: a*, b*
+    def at(*order):
+        return [Arrival(float(t), "/ordered", d, "-", 1) for t, d in enumerate(order)]
+    assert _in_order(at("a0", "b0", "b1", "a1"), ids, 2)
+    assert not _in_order(at("a1", "a0", "b0", "b1"), ids, 2)

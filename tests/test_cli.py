@@ -68,6 +68,23 @@ def test_emit_rejects_bad_input_with_a_clear_message(folder, event_type, data, m
     assert "Traceback" not in result.stderr
 
 
+def test_emit_with_an_ordering_key_stores_it_and_refuses_a_bad_one(folder):
+    import sqlite3
+
+    account = json.loads(run("accounts", "create", "Acme", cwd=folder).stdout)
+    data = json.dumps(sample_data("email.sent"))
+    good = run("emit", account["id"], "email.sent", "--data", data, "--ordering-key", "order-9",
+               cwd=folder)
+    assert good.returncode == 0, good.stderr
+    with sqlite3.connect(folder / "webhooks-data" / "webhooks.db") as database:
+        keys = database.execute("SELECT ordering_key, last_sequence FROM ordering_keys").fetchall()
+    assert keys == [("order-9", 1)]  # the event took the key's first number
+    bad = run("emit", account["id"], "email.sent", "--data", data, "--ordering-key", "x" * 201,
+              cwd=folder)
+    assert bad.returncode == 2 and "--ordering-key" in bad.stderr and "200" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
 def test_emit_to_an_unknown_account(folder):
     result = run("emit", "00000000-0000-4000-8000-000000000000", "email.sent",
                  "--data", json.dumps(sample_data("email.sent")), cwd=folder)

@@ -2,7 +2,7 @@
 
 Public API::
 
-    from webhooks import emit_event
+    from webhooks import emit_event, emit_events
     from webhooks.signing import sign, verify, InvalidSignature
 
 Names are imported lazily so that ``webhooks.signing`` (standard library only)
@@ -11,10 +11,11 @@ stays cheap to import for receivers.
 
 from __future__ import annotations
 
-__all__ = ["emit_event", "EmittedEvent", "InvalidEvent", "InvalidSignature", "sign", "verify"]
+__all__ = ["emit_event", "emit_events", "EmittedEvent", "InvalidEvent", "InvalidSignature", "sign", "verify"]
 
 _LAZY = {
     "emit_event": ("webhooks.emit", "emit_event"),
+    "emit_events": ("webhooks.emit", "emit_events"),
     "EmittedEvent": ("webhooks.emit", "EmittedEvent"),
     "InvalidEvent": ("webhooks.errors", "InvalidEvent"),
     "InvalidSignature": ("webhooks.signing", "InvalidSignature"),

@@ -23,8 +23,8 @@ from webhooks.broker import outbox
 from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.config import Settings, get_settings
 from webhooks.errors import NotFound
-from webhooks.events.inputs import envelope_bytes, validate_input
-from webhooks.lifecycle import transitions
+from webhooks.events.inputs import envelope_bytes, validate_input, validate_ordering_key
+from webhooks.lifecycle import ordering, transitions
 from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
 from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
@@ -32,7 +32,7 @@ from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionma
 from webhooks.storage.emit_statement import store_in_one_statement
 from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id, utcnow
 
-__all__ = ["emit_event", "send_test", "EmittedEvent"]
+__all__ = ["emit_event", "emit_events", "send_test", "EmittedEvent"]
 
 log = logging.getLogger(__name__)
 
@@ -151,13 +151,21 @@ def _store(
     idempotency_key: str | None,
     targets: list[tuple[str, str, bool]],
     settings: Settings,
+    ordering_key: str | None = None,
+    rows_to_insert: list | None = None,
 ) -> tuple[EmittedEvent, list[Dispatch]]:
+    """Store the event, then its deliveries (or, given ``rows_to_insert``, add their rows
+    to it for the caller to insert with others in one statement: emit_events)."""
     values = dict(
         id=event_id, account_id=account_id, type=event_type, version=settings.version,
         idempotency_key=idempotency_key, body=body, created_at=created_at,
     )
     if not _insert_event(connection, values):
         return _existing(connection, account_id, idempotency_key), []
+    # The event's place among the account's events with its key (ordering.py): taken
+    # after the event is known to be new, and locked until this transaction ends.
+    key_sequence = (None if ordering_key is None
+                    else ordering.next_sequence(connection, account_id, ordering_key))
     rows = []
     for subscription_id, status, has_waiting in targets:
         held = held_while(status, event_type)
@@ -171,8 +179,11 @@ def _store(
             status=DeliveryStatus.PAUSED.value if held else DeliveryStatus.PENDING.value,
             attempt_count=0, next_attempt_at=None if queued else created_at, parked=queued,
             claimed_at=None, replay_of=None, created_at=created_at, updated_at=created_at,
+            ordering_key=ordering_key, key_sequence=key_sequence,
         ))
-    if rows:
+    if rows_to_insert is not None:
+        rows_to_insert.extend(rows)
+    elif rows:
         connection.execute(_INSERT_DELIVERIES, rows)
     dispatches = [
         Dispatch(row["id"], 0) for row in rows
@@ -182,21 +193,48 @@ def _store(
     return emitted, dispatches
 
 
-def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None):
-    """Validate and store in ``session``'s transaction; returns the event and what to publish."""
+@dataclass(frozen=True)
+class _Checked:
+    """One event, checked and serialised, not stored yet."""
+
+    event_type: str
+    idempotency_key: str | None
+    ordering_key: str | None
+    event_id: str
+    created_at: dt.datetime
+    body: bytes
+
+
+def _checked(account_id, event_type, data, idempotency_key, ordering_key, settings) -> _Checked:
+    """Check every input (InvalidEvent naming the field) and build the envelope's bytes."""
     validate_input(account_id, event_type, data, idempotency_key)
+    validate_ordering_key(ordering_key)
     event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
+    return _Checked(event_type, idempotency_key, ordering_key, event_id, created_at, body)
+
+
+def _store_checked(connection, account_id, checked: _Checked, targets, settings,
+                   rows_to_insert=None):
+    return _store(connection, account_id, checked.event_type, checked.body, checked.event_id,
+                  checked.created_at, checked.idempotency_key, targets, settings,
+                  checked.ordering_key, rows_to_insert)
+
+
+def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None,
+          ordering_key=None):
+    """Validate and store in ``session``'s transaction; returns the event and what to publish."""
+    checked = _checked(account_id, event_type, data, idempotency_key, ordering_key, settings)
     connection = session.connection()
     if only_subscription is None:
         targets = _targets(connection, account_id, event_type)
     else:
         targets = [only_subscription]
-    return _store(connection, account_id, event_type, body, event_id, created_at,
-                  idempotency_key, targets, settings)
+    return _store_checked(connection, account_id, checked, targets, settings)
 
 
-def emit_event(account_id, event_type, data, *, idempotency_key=None, session=None) -> EmittedEvent:
+def emit_event(account_id, event_type, data, *, idempotency_key=None, session=None,
+               ordering_key=None) -> EmittedEvent:
     """Emit one event to every subscription of the account that wants its type.
 
     Raises InvalidEvent (a ValueError) for an unknown type or bad data, and
@@ -212,24 +250,109 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
     committed here, and the messages are published once the caller commits
     (never if it rolls back). docs/integrate.md shows both, from Flask,
     Django, a script and a cron job.
+
+    ``ordering_key`` (1 to 200 printable ASCII characters, else InvalidEvent):
+    each subscription receives the account's events with this key one at a
+    time, in the order they were emitted (lifecycle/ordering.py).
     """
     settings = get_settings()
     if session is not None:
-        emitted, dispatches = _emit(session, account_id, event_type, data, idempotency_key, settings)
+        emitted, dispatches = _emit(session, account_id, event_type, data, idempotency_key, settings,
+                                    ordering_key=ordering_key)
         session.flush()
         publish_after_commit(session, dispatches)
         return emitted
     emitted, dispatches = _emit_in_own_transaction(
-        account_id, event_type, data, idempotency_key, settings)
+        account_id, event_type, data, idempotency_key, settings, ordering_key)
     outbox.publish(dispatches)
     return emitted
 
 
-def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings):
-    """Store the event and its deliveries, committed; returns them and what to publish."""
-    if backend_of(get_engine(pre_ping=False)).emits_in_one_statement:
+def emit_events(account_id, events, *, session=None) -> list[str]:
+    """Emit many events together (CONTRACT 9.5); their ids, in the order given.
+
+    Each of ``events`` is a mapping with ``type`` and ``data``, and optionally
+    ``idempotency_key`` and ``ordering_key``, as emit_event's arguments. All
+    are checked before anything is stored: a bad one raises InvalidEvent (a
+    ValueError) whose message begins with its index (``events[3]: ...``), and
+    nothing is stored. They are stored in one transaction (the caller's, with
+    ``session``, published once it commits), their deliveries inserted in one
+    statement. A repeated idempotency key gives the first event's id.
+    """
+    settings = get_settings()
+    checked = [_checked_at(index, account_id, event, settings)
+               for index, event in enumerate(list(events))]
+    if session is not None:
+        ids, dispatches = _store_all(session, account_id, checked, settings)
+        session.flush()
+        publish_after_commit(session, dispatches)
+        return ids
+    own = get_sessionmaker(pre_ping=True)()
+    try:
+        ids, dispatches = _store_all(own, account_id, checked, settings)
+        own.commit()
+    except BaseException:
+        own.rollback()
+        raise
+    finally:
+        own.close()
+    outbox.publish(dispatches)
+    return ids
+
+
+_EVENT_FIELDS = {"type", "data", "idempotency_key", "ordering_key"}
+
+
+def _checked_at(index: int, account_id, event, settings) -> _Checked:
+    """``event`` (the ``index``-th given to emit_events) checked; InvalidEvent naming the index."""
+    from collections.abc import Mapping
+
+    from webhooks.errors import InvalidEvent
+
+    if not isinstance(event, Mapping):
+        raise InvalidEvent(f"events[{index}]: must be a mapping with type and data",
+                           {f"events.{index}": ["invalid"]})
+    unknown = sorted(set(event) - _EVENT_FIELDS, key=str)
+    missing = sorted({"type", "data"} - set(event))
+    if unknown or missing:
+        problems = ([f"unknown field {name!r}" for name in unknown]
+                    + [f"missing field {name!r}" for name in missing])
+        raise InvalidEvent(f"events[{index}]: {', '.join(problems)}",
+                           {f"events.{index}": problems})
+    try:
+        return _checked(account_id, event["type"], event["data"], event.get("idempotency_key"),
+                        event.get("ordering_key"), settings)
+    except InvalidEvent as exc:
+        raise InvalidEvent(f"events[{index}]: {exc}",
+                           {f"events.{index}.{field}": reasons
+                            for field, reasons in exc.errors.items()}) from exc
+
+
+def _store_all(session, account_id, checked: list[_Checked], settings):
+    """Store checked events in ``session``'s transaction; (their ids, what to publish)."""
+    connection = session.connection()
+    targets_of: dict[str, list] = {}
+    ids, dispatches, rows = [], [], []
+    for one in checked:
+        if one.event_type not in targets_of:
+            targets_of[one.event_type] = _targets(connection, account_id, one.event_type)
+        emitted, published = _store_checked(connection, account_id, one,
+                                            targets_of[one.event_type], settings, rows)
+        ids.append(emitted.id)
+        dispatches += published
+    if rows:  # every event's deliveries in one statement
+        connection.execute(_INSERT_DELIVERIES, rows)
+    return ids, dispatches
+
+
+def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings,
+                             ordering_key=None):
+    """Store the event and its deliveries, committed; returns them and what to publish.
+    A keyed event takes the session's path: its sequence number is one more statement."""
+    if ordering_key is None and backend_of(get_engine(pre_ping=False)).emits_in_one_statement:
         return _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings)
-    return _emit_in_a_session(account_id, event_type, data, idempotency_key, settings)
+    return _emit_in_a_session(account_id, event_type, data, idempotency_key, settings,
+                              ordering_key)
 
 
 def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings):
@@ -280,7 +403,8 @@ def _stored_before(connection, event_id, account_id, idempotency_key):
     return _existing(connection, account_id, idempotency_key), []
 
 
-def _emit_in_a_session(account_id, event_type, data, idempotency_key, settings):
+def _emit_in_a_session(account_id, event_type, data, idempotency_key, settings,
+                       ordering_key=None):
     """_emit in a transaction of its own, committed; once more if the connection was dead.
 
     The session comes from the engine without pre-ping (its round trip was a
@@ -290,7 +414,7 @@ def _emit_in_a_session(account_id, event_type, data, idempotency_key, settings):
     connection. A failure in the commit itself is never retried: the event
     might be stored already.
     """
-    args = (account_id, event_type, data, idempotency_key, settings)
+    args = (account_id, event_type, data, idempotency_key, settings, ordering_key)
     try:
         return _emit_and_commit(*args, retry_safe=True)
     except _DeadBeforeCommit:
@@ -301,11 +425,13 @@ class _DeadBeforeCommit(Exception):
     """The connection was found dead before anything was committed."""
 
 
-def _emit_and_commit(account_id, event_type, data, idempotency_key, settings, *, retry_safe):
+def _emit_and_commit(account_id, event_type, data, idempotency_key, settings, ordering_key,
+                     *, retry_safe):
     own = get_sessionmaker(pre_ping=False)()
     try:
         try:
-            result = _emit(own, account_id, event_type, data, idempotency_key, settings)
+            result = _emit(own, account_id, event_type, data, idempotency_key, settings,
+                           ordering_key=ordering_key)
         except OperationalError as exc:
             if retry_safe and exc.connection_invalidated:
                 raise _DeadBeforeCommit() from exc

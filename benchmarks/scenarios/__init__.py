@@ -14,8 +14,9 @@ __all__ = ["Row", "ORDER", "OPTIONAL", "ALL", "module_for"]
 ORDER = ["ceiling", "throughput", "emit", "latency", "isolation", "backlog", "punctuality",
          "realistic", "shared", "history", "purge"]
 # Run only when named with --scenarios (django_webhook2 also needs its virtualenv: dw2.py;
-# zoo needs the test extra, for tests/support/zoo.py).
-OPTIONAL = ["cost", "profile", "django_webhook2", "zoo"]
+# zoo needs the test extra, for tests/support/zoo.py; pace measures the adaptive pace,
+# ordering what ordering keys cost a drain).
+OPTIONAL = ["cost", "profile", "django_webhook2", "zoo", "pace", "ordering"]
 ALL = ORDER + OPTIONAL
 
 

@@ -15,7 +15,7 @@ from .helpers import emit, insert_deliveries, make_subscription, set_delivery
 BASE = "/api/webhooks/deliveries"
 DELIVERY_KEYS = {
     "id", "event_id", "event_type", "subscription_id", "status", "attempt_count",
-    "next_attempt_at", "replay_of", "created_at", "attempts",
+    "next_attempt_at", "replay_of", "ordering_key", "created_at", "attempts",
 }
 ATTEMPT_KEYS = {"number", "started_at", "duration_ms", "status_code", "error", "outcome"}
 

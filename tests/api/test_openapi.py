@@ -122,7 +122,7 @@ def test_the_resource_schemas_match_the_contract(document):
     subscription = schemas["Subscription"]
     assert set(subscription["required"]) == {
         "id", "url", "event_types", "description", "status", "consecutive_failures",
-        "paused_at", "created_at", "headers", "max_in_flight", "rate_limit",
+        "paused_at", "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
         "next_secret_active_at",
     }
     assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"]) | {
@@ -130,7 +130,7 @@ def test_the_resource_schemas_match_the_contract(document):
     }
     assert set(schemas["Delivery"]["required"]) == {
         "id", "event_id", "event_type", "subscription_id", "status", "attempt_count",
-        "next_attempt_at", "replay_of", "created_at", "attempts",
+        "next_attempt_at", "replay_of", "ordering_key", "created_at", "attempts",
     }
     assert schemas["Delivery"]["properties"]["status"]["enum"] == [
         "pending", "paused", "done", "failed", "dead",

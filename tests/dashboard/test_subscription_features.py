@@ -262,3 +262,20 @@ def test_each_event_type_box_is_inside_the_label_with_its_name_and_description(a
         assert label_for == input_id and description.strip()
     assert ("email.sent", "An outbound email was accepted by the relay.") in {
         (name, description) for _, _, name, description in labels}
+
+
+# --- the adaptive pace's current limit ------------------------------------------------------
+
+
+def test_the_subscription_page_shows_the_current_in_flight_limit(alice_client, alice):
+    from sqlalchemy import update
+
+    subscription_id = make_subscription(alice.account_id)
+    html = text(alice_client.get(_page(subscription_id)))
+    assert re.search(r'id="in-flight-limit">10 at once<', html)
+    with session_scope() as session:
+        session.execute(update(Subscription).where(Subscription.id == subscription_id)
+                        .values(in_flight_limit=3))
+    html = text(alice_client.get(_page(subscription_id)))
+    assert re.search(r'id="in-flight-limit">3 at once <span class="muted">\(lowered by the '
+                     r'adaptive pace', html)

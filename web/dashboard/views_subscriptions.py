@@ -137,6 +137,8 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         secrets=secrets_at(subscription, now),
         takes_over_in=_from_now(subscription.next_secret_active_at, now),
         default_max_in_flight=get_settings().max_in_flight,
+        in_flight_limit=subscription_service.in_flight_limit(subscription),
+        adaptive_pace=get_settings().adaptive_pace,
         rotate_form=RotateForm(),
         # The form offers the last 24 hours, to the minute; its fields are UTC without an offset.
         recover_form=RecoverForm(since=(now - RECOVER_DEFAULT_WINDOW).replace(

@@ -86,6 +86,11 @@ class DeliverySchema(Schema):
     attempt_count = fields.Integer(required=True)
     next_attempt_at = UTCTimestamp(required=True, allow_none=True)
     replay_of = fields.UUID(required=True, allow_none=True)
+    ordering_key = fields.String(
+        required=True, allow_none=True,
+        metadata={"description": "the event's ordering key: deliveries of one subscription "
+                                 "with the same key are attempted one at a time, in emit "
+                                 "order; null without one (and for a replay)"})
     created_at = UTCTimestamp(required=True)
     attempts = fields.List(fields.Nested(AttemptSchema), required=True)
 
@@ -119,6 +124,7 @@ def delivery_resource(delivery: Delivery, attempts: list[Attempt]) -> dict:
         "attempt_count": delivery.attempt_count,
         "next_attempt_at": shown_next_attempt_at(delivery),
         "replay_of": delivery.replay_of,
+        "ordering_key": delivery.ordering_key,
         "created_at": delivery.created_at,
         "attempts": sorted(attempts, key=lambda attempt: attempt.number),
     }

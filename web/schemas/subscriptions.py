@@ -16,7 +16,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
 from webhooks.events.fields import StrictInteger, StrictNumber
 from webhooks.services.rotation import ACTIVATE_IN_MAX, secrets_at
-from webhooks.services.subscriptions import custom_headers
+from webhooks.services.subscriptions import custom_headers, in_flight_limit
 from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
@@ -194,6 +194,12 @@ class SubscriptionSchema(Schema):
     max_in_flight = fields.Integer(
         required=True, allow_none=True,
         metadata={"description": "null: the service's WEBHOOKS_MAX_IN_FLIGHT"})
+    in_flight_limit = fields.Integer(
+        required=True, allow_none=True,
+        metadata={"description": "the attempts in flight the service lets through now: "
+                                 "`max_in_flight` (or the service's), lowered while the "
+                                 "endpoint answers 429, 503 or times out (the adaptive pace); "
+                                 "null: no limit. Read-only"})
     rate_limit = fields.Float(
         required=True, allow_none=True,
         metadata={"description": "attempts per second at most; null: no limit"})
@@ -228,6 +234,7 @@ def subscription_resource(subscription: Subscription, now: dt.datetime | None = 
         "created_at": subscription.created_at,
         "headers": subscription.headers or {},
         "max_in_flight": subscription.max_in_flight,
+        "in_flight_limit": in_flight_limit(subscription),
         "rate_limit": subscription.rate_limit,
         "next_secret_active_at": secrets.next_secret_active_at,
         "secret": secrets.secret,

@@ -137,8 +137,11 @@ def accounts_create(name: str) -> None:
 @click.argument("event_type")
 @click.option("--data", "data_json", required=True, help="the event's data as a JSON object")
 @click.option("--idempotency-key", default=None, help="the same key returns the same event")
+@click.option("--ordering-key", default=None,
+              help="events with the same key reach each endpoint one at a time, in emit order")
 @_needs_schema
-def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str | None) -> None:
+def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str | None,
+         ordering_key: str | None) -> None:
     """Emit one event; prints {"event_id"}.
 
     Every problem is reported at once, one line each: an unknown account, then
@@ -147,30 +150,34 @@ def emit(account_id: str, event_type: str, data_json: str, idempotency_key: str 
     """
     from webhooks.emit import emit_event
 
-    problems = _emit_problems(account_id, event_type, data_json, idempotency_key)
+    problems = _emit_problems(account_id, event_type, data_json, idempotency_key, ordering_key)
     if problems:
         _fail(*problems)
     try:
         event = emit_event(account_id, event_type, json.loads(data_json),
-                           idempotency_key=idempotency_key)
+                           idempotency_key=idempotency_key, ordering_key=ordering_key)
     except (InvalidEvent, NotFound) as exc:  # the checks above passed; e.g. a payload too large
         _fail(str(exc))
     click.echo(json.dumps({"event_id": event.id}))
 
 
 def _emit_problems(account_id: str, event_type: str, data_json: str,
-                   idempotency_key: str | None) -> list[str]:
+                   idempotency_key: str | None, ordering_key: str | None = None) -> list[str]:
     """What is wrong with an ``emit`` command line, the account first; empty when nothing is.
 
     emit_event stops at the first problem (bad data before an unknown
     account); a person at a terminal wants to fix them all in one go.
     """
-    from webhooks.events.inputs import validate_input
+    from webhooks.events.inputs import validate_input, validate_ordering_key
 
     problems = []
     account = _account_problem(account_id)
     if account:
         problems.append(account)
+    try:
+        validate_ordering_key(ordering_key)
+    except InvalidEvent as exc:
+        problems.append(f"--ordering-key: {exc}")
     try:
         data = json.loads(data_json)
     except json.JSONDecodeError as exc:

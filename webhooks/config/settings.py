@@ -49,6 +49,8 @@ class Settings:
     max_in_flight: int = 10
     test_max_in_flight: int = 2
     account_max_in_flight: int = 20
+    adaptive_pace: bool = True  # the in-flight limit follows the receiver (adaptive_pace.py)
+    pace_success_run: int = 0  # successes that raise the limit by one; 0: the limit's worth
     dns_threads: int = 128  # DNS look-ups running at once per process (connections.py)
     sweep_interval: float = 5.0
     recover_after: float = 120.0
@@ -159,6 +161,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         account_max_in_flight=positive_number(
             env, "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT", 20, integer=True, allow_zero=True
+        ),
+        adaptive_pace=boolean(env, "WEBHOOKS_ADAPTIVE_PACE", True),
+        pace_success_run=positive_number(
+            env, "WEBHOOKS_PACE_SUCCESS_RUN", 0, integer=True, allow_zero=True
         ),
         dns_threads=positive_number(env, "WEBHOOKS_DNS_THREADS", 128, integer=True),
         sweep_interval=positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),

@@ -48,6 +48,7 @@ UNITS = {
     "WEBHOOKS_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_TEST_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "attempts",
+    "WEBHOOKS_PACE_SUCCESS_RUN": "successful attempts",
     "WEBHOOKS_DNS_THREADS": "threads",
     "WEBHOOKS_SWEEP_BATCH": "deliveries",
     "WEBHOOKS_PURGE_BATCH": "deliveries",

@@ -9,9 +9,25 @@ from webhooks.errors import InvalidEvent
 from webhooks.events.catalogue import EVENT_TYPE_NAMES, validate_data
 from webhooks.events.envelope import build_envelope, serialise
 
-__all__ = ["MAX_IDEMPOTENCY_KEY", "validate_input", "envelope_bytes", "describe_errors"]
+__all__ = ["MAX_IDEMPOTENCY_KEY", "MAX_ORDERING_KEY", "validate_input", "validate_ordering_key",
+           "envelope_bytes", "describe_errors"]
 
 MAX_IDEMPOTENCY_KEY = 255
+MAX_ORDERING_KEY = 200  # characters (CONTRACT 9.4)
+
+
+def validate_ordering_key(ordering_key) -> None:
+    """None, or 1 to MAX_ORDERING_KEY printable ASCII characters (space to ``~``); else
+    InvalidEvent naming ``ordering_key``."""
+    if ordering_key is None:
+        return
+    if (not isinstance(ordering_key, str) or not 0 < len(ordering_key) <= MAX_ORDERING_KEY
+            or not all(" " <= character <= "~" for character in ordering_key)):
+        raise InvalidEvent(
+            f"ordering_key must be a string of 1 to {MAX_ORDERING_KEY} printable ASCII "
+            "characters (space to ~)",
+            {"ordering_key": ["invalid"]},
+        )
 
 
 def validate_input(account_id, event_type, data, idempotency_key) -> None:

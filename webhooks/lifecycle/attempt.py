@@ -19,7 +19,7 @@ from webhooks.broker.countdowns import CountdownBudget
 from webhooks.broker.outbox import publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.events.envelope import MODE
-from webhooks.lifecycle import pacing
+from webhooks.lifecycle import adaptive_pace, pacing
 from webhooks.lifecycle import policy
 from webhooks.lifecycle.claim import Caps, Claim, claim
 from webhooks.lifecycle.failure_kinds import internal_error
@@ -202,6 +202,7 @@ def _record(connection, claim, result, started_at, settings) -> _Finished | None
         duration_ms=result.duration_ms, status_code=result.status_code,
         error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
         location=storable_text(result.location, LOCATION_LIMIT), error_kind=result.error_kind,
+        pace=adaptive_pace.Pace.of(settings),
     )
     return None if done is None else _Finished(result, step, done)
 

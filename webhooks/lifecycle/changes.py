@@ -89,10 +89,14 @@ def change_subscription(session: Session, subscription_id: str, **changes) -> No
         changes["headers"] = changes["headers"] or None  # {} is stored as none
     if not changes:
         return
+    written = dict(changes)
+    if "max_in_flight" in changes:
+        # A new cap starts the adaptive pace over from it (adaptive_pace.py).
+        written.update(in_flight_limit=None, pace_successes=0)
     found = session.execute(
         update(Subscription)
         .where(Subscription.id == subscription_id, Subscription.deleted_at.is_(None))
-        .values(**changes)
+        .values(**written)
     )
     if found.rowcount != 1:
         raise NotFound("subscription not found")

@@ -25,11 +25,12 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from sqlalchemy import Integer, and_, bindparam, case, func, or_, select
+from sqlalchemy import Boolean, Integer, and_, bindparam, case, func, or_, select
 from sqlalchemy.engine import Connection
 
 from webhooks.config import Settings
 from webhooks.lifecycle import transitions
+from webhooks.lifecycle.ordering import clear_of_predecessors
 from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
@@ -60,6 +61,9 @@ class Claim:
     headers: dict = field(default_factory=dict)  # the subscription's custom headers
     rate_limit: float | None = None  # attempts per second, None: no limit
     paced: bool = False  # holds a slot of the rate limit already (pacing.py)
+    ordering_key: str | None = None  # its ordering key (ordering.py), and its place in it
+    key_sequence: int | None = None
+    in_flight_limit: int | None = None  # the adaptive pace's current limit, if lowered
 
 
 @dataclass(frozen=True)
@@ -71,11 +75,12 @@ class Caps:
     subscription: int = 0
     test: int = 0
     account: int = 0
+    adaptive: bool = True  # the subscription's current limit (adaptive_pace.py) applies
 
     @classmethod
     def of(cls, settings: Settings) -> "Caps":
         return cls(settings.max_in_flight, settings.test_max_in_flight,
-                   settings.account_max_in_flight)
+                   settings.account_max_in_flight, settings.adaptive_pace)
 
 
 def _in_flight(scope: str, *, test_pings_only: bool = False):
@@ -97,10 +102,12 @@ def _cap(name: str):
     return bindparam(name, type_=Integer)
 
 
-# The subscription's own max_in_flight, else the service's (WEBHOOKS_MAX_IN_FLIGHT).
+# The adaptive pace's current limit if it lowered one (and is on, WEBHOOKS_ADAPTIVE_PACE),
+# else the subscription's own max_in_flight, else the service's (WEBHOOKS_MAX_IN_FLIGHT).
 _own = subscriptions.alias("own")
 _SUBSCRIPTION_CAP = func.coalesce(
-    select(_own.c.max_in_flight)
+    select(func.coalesce(case((bindparam("adaptive", type_=Boolean), _own.c.in_flight_limit)),
+                         _own.c.max_in_flight))
     .where(_own.c.id == deliveries.c.subscription_id).scalar_subquery(),
     _cap("cap"),
 )
@@ -128,14 +135,16 @@ _HELD = and_(select(_sub.c.status).where(_sub.c.id == deliveries.c.subscription_
              .scalar_subquery() == SubscriptionStatus.PAUSED.value,
              held_by_pause(deliveries.c.event_type))
 _SENDABLE = ~or_(_GONE, _HELD)
+# A keyed delivery goes only once the one before it with its key has finished (ordering.py).
+_CLEAR = clear_of_predecessors(deliveries)
 _TAKE = transitions.take_for_attempt(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE, _SENDABLE,
-                                     _UNDER_CAPS)
+                                     _CLEAR, _UNDER_CAPS)
 _NOW = bindparam("now", type_=UTCDateTime)
 _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
-           subscriptions.c.rate_limit)
+           subscriptions.c.rate_limit, subscriptions.c.in_flight_limit)
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
-          deliveries.c.paced)
+          deliveries.c.paced, deliveries.c.ordering_key, deliveries.c.key_sequence)
 # The names of a claimed row's columns, in the order the backends return them.
 _COLUMNS = tuple(column.name for column in (*_TAKEN, *_LOADED))
 
@@ -153,7 +162,8 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
     give-back is conditional on the claim and which the sweep stands in for.
     """
     params = {"d_id": delivery_id, "count": attempt_count, "now": now, "due": now + EARLY_SLACK,
-              "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account}
+              "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account,
+              "adaptive": caps.adaptive}
     # PostgreSQL: the account's turn, then the claim with its loads, in one round trip;
     # SQLite: the claim, then the loads (storage/backends).
     row = backend_of(connection).claim(connection, params)
@@ -167,14 +177,15 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
                  subscription_id=loaded["subscription_id"], url=loaded["url"],
                  secret=loaded["secret"], body=bytes(loaded["body"]), version=loaded["version"],
                  headers=loaded["headers"] or {}, rate_limit=loaded["rate_limit"],
-                 paced=bool(loaded["paced"]))
+                 paced=bool(loaded["paced"]), ordering_key=loaded["ordering_key"],
+                 key_sequence=loaded["key_sequence"], in_flight_limit=loaded["in_flight_limit"])
 
 
 # One statement, so it needs no transaction: a claimable delivery that was not claimed
-# ends failed (its subscription was deleted), is held paused, or (sendable, so a cap
-# turned it away) waits for a free slot.
+# ends failed (its subscription was deleted), is held paused, or (sendable) waits for its
+# key's predecessor (ordering.py) or, a cap turned it away, for a free slot.
 _TURN_AWAY = transitions.turn_away(deliveries.c.id == bindparam("d_id"), *_CLAIMABLE,
-                                   gone=_GONE, held=_HELD, sendable=_SENDABLE)
+                                   gone=_GONE, held=_HELD, sendable=_SENDABLE, behind=~_CLEAR)
 
 
 def turn_away(connection: Connection, delivery_id: str, attempt_count: int,

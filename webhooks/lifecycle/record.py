@@ -24,11 +24,11 @@ from sqlalchemy import Integer, String, Text, bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from webhooks.broker.outbox import Dispatch
-from webhooks.lifecycle import policy
+from webhooks.lifecycle import adaptive_pace, ordering, policy
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
-from webhooks.lifecycle.states import DeliveryStatus, waiting
+from webhooks.lifecycle.states import FINISHED, DeliveryStatus, waiting
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
 
@@ -92,14 +92,23 @@ def _release(locking: bool):
 # ---------------------------------------------------------------- the transition
 
 
+def _finished(status) -> bool:
+    return str(getattr(status, "value", status)) in FINISHED
+
+
+
 def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: policy.Rules,
            started_at: dt.datetime, now: dt.datetime, duration_ms: int, status_code: int | None,
            error: str | None, excerpt: str | None,
-           location: str | None = None, error_kind: str | None = None) -> Recorded | None:
+           location: str | None = None, error_kind: str | None = None,
+           pace: adaptive_pace.Pace | None = None) -> Recorded | None:
     """Record a finished attempt and carry out ``step``; None if the claim was taken back.
 
     A retry that rides a countdown comes back as a Dispatch with that
-    countdown, for the caller to publish after commit.
+    countdown, for the caller to publish after commit. In the same
+    transaction, the subscription's adaptive pace moves (``pace``,
+    adaptive_pace.py), and a keyed delivery that finished releases the next
+    one of its key (ordering.py).
     """
     params = dict(
         d_id=claim.delivery_id, n=claim.attempt_number, new_status=step.status,
@@ -109,11 +118,23 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
         excerpt=excerpt, redirect_to=location, sub_id=claim.subscription_id,
         kind_of_error=None if error_kind is None else str(getattr(error_kind, "value", error_kind)),
     )
+    pacing_on = pace is not None and pace.enabled
+    success = step.outcome is policy.Outcome.SUCCESS
+    finishes_keyed = claim.ordering_key is not None and _finished(step.status)
+    if adaptive_pace.needs_transaction(claim, success, pacing_on) or finishes_keyed:
+        adaptive_pace.open_transaction(connection)  # a success alone commits on its own
     # PostgreSQL: the five steps in one prepared statement; SQLite: one by one.
     moved = backend_of(connection).record(connection, params, step.is_failure)
     if moved is None:
         return None
     failures, released = moved
+    if pacing_on:
+        adaptive_pace.after_attempt(connection, claim, status_code=status_code,
+                                    error_kind=error_kind, success=success,
+                                    service_cap=pace.service_cap, success_run=pace.success_run)
+    if finishes_keyed:
+        released = [*released, *(Dispatch(d_id, count) for d_id, count in ordering.release_successor(
+            connection, claim.subscription_id, claim.ordering_key, claim.key_sequence, now))]
     status = step.status
     dispatch = (Dispatch(claim.delivery_id, claim.attempt_number, step.retry_after)
                 if step.wait is policy.Wait.COUNTDOWN else None)

@@ -7,8 +7,8 @@ put a row in it, which the transitions of transitions.py write).
 A delivery is ``pending`` until an attempt is claimed (``sending``, shown as
 ``pending``), then ``done``, ``failed`` (a 4xx other than 429) or ``dead``
 (the last attempt failed), or ``paused`` while its subscription is paused.
-A pending delivery is in exactly one of four sub-states, encoded in
-``parked`` and ``next_attempt_at``; a fifth flag, ``paced``, says that it
+A pending delivery is in exactly one of five sub-states, encoded in
+``parked``, ``next_attempt_at`` and ``behind_key``; a fifth flag, ``paced``, says that it
 already holds its rate-limit slot (pacing.py), so its claim takes no other:
 
 =================  ========  ===================  =====================================
@@ -22,12 +22,16 @@ parked             true      a time               the sweep, when that time come
                                                   (:func:`parked_until`)
 waiting            true      null                 a finished attempt frees a slot
                                                   (:func:`waiting_for_slot`)
+behind its key     true      null                 its key's predecessor, finished
+                                                  (:func:`waiting_for_predecessor`;
+                                                  ``behind_key`` true, ordering.py)
 paced (flag)       either    its slot             as above; ``paced`` true
                                                   (:func:`paced_until`)
 =================  ========  ===================  =====================================
 
 A claimed delivery (``sending``, :func:`claimed`) and a held one (``paused``,
-:func:`held`) are in none of them: both clear ``parked`` and ``paced``.
+:func:`held`) are in none of them: both clear ``parked`` and ``paced``
+(and a held one ``behind_key``: resume makes it due, the claim checks its key again).
 A pause holds every type but test.ping (:func:`held_by_pause`, and
 :func:`held_while` for a subscription's status).
 """
@@ -43,7 +47,8 @@ __all__ = [
     "DeliveryStatus", "SubscriptionStatus", "PUBLIC_STATUSES", "STORED_STATUSES", "REPLAYABLE",
     "FINISHED", "UNPAUSABLE_TYPE", "held_by_pause", "held_while", "public_status",
     "due", "riding_countdown", "parked", "waiting", "made_due", "parked_until",
-    "waiting_for_slot", "paced_until", "claimed", "held",
+    "waiting_for_slot", "paced_until", "claimed", "held", "behind_its_key",
+    "waiting_for_predecessor",
 ]
 
 
@@ -120,7 +125,15 @@ def parked(t) -> ColumnElement:
 
 def waiting(t) -> ColumnElement:
     """Waiting for a free slot (WEBHOOKS_MAX_IN_FLIGHT): no message, no time."""
-    return and_(t.c.status == PENDING, t.c.parked == true(), t.c.next_attempt_at.is_(None))
+    return and_(t.c.status == PENDING, t.c.parked == true(), t.c.next_attempt_at.is_(None),
+                t.c.behind_key == false())
+
+
+def behind_its_key(t) -> ColumnElement:
+    """Waiting for the delivery before it with its ordering key to be done, failed or dead:
+    no message, no time; the record of that one (or the sweep) makes it due (ordering.py)."""
+    return and_(t.c.status == PENDING, t.c.parked == true(), t.c.next_attempt_at.is_(None),
+                t.c.behind_key == true())
 
 
 # The writers: the column values that put a row in a sub-state (``now`` and times may be
@@ -129,7 +142,7 @@ def waiting(t) -> ColumnElement:
 
 def made_due(now) -> dict:
     """Due now: its message is to be published (or the sweep sends it)."""
-    return {"parked": false(), "next_attempt_at": now}
+    return {"parked": false(), "next_attempt_at": now, "behind_key": false()}
 
 
 def parked_until(at) -> dict:
@@ -140,6 +153,11 @@ def parked_until(at) -> dict:
 def waiting_for_slot() -> dict:
     """Waiting for a free slot of the caps: no message, no time."""
     return {"parked": True, "next_attempt_at": null()}
+
+
+def waiting_for_predecessor() -> dict:
+    """Waiting for its key's predecessor: no message, no time (the claim turns it away)."""
+    return {"parked": True, "next_attempt_at": null(), "behind_key": True}
 
 
 def paced_until(slot, *, parked: bool) -> dict:
@@ -154,4 +172,5 @@ def claimed(now) -> dict:
 
 def held() -> dict:
     """Held ``paused`` by its subscription's pause, in no pending sub-state."""
-    return {"status": DeliveryStatus.PAUSED.value, "parked": False, "paced": False}
+    return {"status": DeliveryStatus.PAUSED.value, "parked": False, "paced": False,
+            "behind_key": False}

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session, aliased
 
 from webhooks.broker.outbox import Dispatch, publish_now
 from webhooks.config import Settings, get_settings
-from webhooks.lifecycle import states, transitions
+from webhooks.lifecycle import ordering, states, transitions
 from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
 from webhooks.storage import clock
 from webhooks.storage import waiting_counts  # states.waiting is the predicate
@@ -81,6 +81,8 @@ def sweep(
        flight: a release was missed (a worker died before publishing it, or
        the last attempt in flight ended just before the delivery began to
        wait). Up to ``max_in_flight`` each (all, if 0).
+    6. Deliveries behind their ordering key whose predecessor has finished: its
+       record's release was missed (a claim refused just as it finished).
     Each step touches at most ``batch`` rows; the rest wait for the next sweep.
     """
     stale_before = now - dt.timedelta(seconds=timeout + recover_after)
@@ -113,6 +115,9 @@ def sweep(
     )
     dispatches += _take(session, orphaned, dict(made_due, status=PENDING), Delivery.status == PAUSED)
     dispatches += _take(session, _forgotten_waiting(max_in_flight, batch), made_due, waiting(_deliveries))
+    behind = [row[0] for row in session.execute(ordering.forgotten_behind_key(batch))]
+    dispatches += [Dispatch(d_id, count)
+                   for d_id, count in transitions.release_behind_key(session, behind, now)] if behind else []
     settle_due(session, now, batch)
     return dispatches
 

@@ -18,8 +18,11 @@ new_deliveries_from         (new) -> the same, in one statement    emit (Postgre
 add_replay, add_replays     (new) -> pending / paused / parked     replay, recover
 take_for_attempt            pending (due) -> sending               claim
 turn_away                   pending -> failed / paused / waiting   claim
+                            / behind its key
 move_after_attempt          sending -> what the policy chose       record
 release_oldest_waiting      waiting -> due                         record
+release_successor           behind its key -> due / waiting        record (ordering.py)
+release_behind_key          behind its key -> due                  sweep (ordering.py)
 wait_for_slot               sending -> pending (paced)             the rate limit
 take_swept                  (lost, parked, held, ...) -> due       sweep
 park                        pending -> parked                      a refused publish
@@ -35,7 +38,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Iterable
 
-from sqlalchemy import Update, bindparam, case, delete, false, insert, null, true, update
+from sqlalchemy import Update, and_, bindparam, case, delete, false, insert, null, true, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -46,7 +49,7 @@ from webhooks.storage.models import Delivery, UTCDateTime
 __all__ = [
     "deliveries", "insert_deliveries", "new_deliveries_from", "add_replay", "add_replays",
     "take_for_attempt", "turn_away", "move_after_attempt", "release_oldest_waiting",
-    "wait_for_slot", "take_swept", "park", "hold_pending", "release_held", "fail_waiting",
+    "wait_for_slot", "take_swept", "release_successor", "release_behind_key", "park", "hold_pending", "release_held", "fail_waiting",
     "delete_deliveries",
 ]
 
@@ -93,14 +96,16 @@ def take_for_attempt(*conditions) -> Update:
                     **states.claimed(bindparam("now")), updated_at=bindparam("now")))
 
 
-def turn_away(*conditions, gone, held, sendable) -> Update:
+def turn_away(*conditions, gone, held, sendable, behind) -> Update:
     """A claimable delivery the claim did not take: ``failed`` if ``gone`` (its subscription
-    was deleted), held ``paused`` if ``held``, else (``sendable`` but over a cap) waiting for a
-    free slot (states.waiting). One statement, so it needs no transaction."""
+    was deleted), held ``paused`` if ``held``, else (``sendable``) waiting for its key's
+    predecessor if ``behind`` (states.behind_its_key), or, over a cap, for a free slot
+    (states.waiting). One statement, so it needs no transaction."""
     return (update(deliveries).where(*conditions)
             .values(status=case((gone, FAILED), (held, PAUSED), else_=deliveries.c.status),
                     parked=case((sendable, true()), else_=false()),  # held or failed: as hold_pending
                     next_attempt_at=case((sendable, null()), else_=deliveries.c.next_attempt_at),
+                    behind_key=case((and_(sendable, behind), true()), else_=false()),
                     paced=false(), updated_at=bindparam("now")))
 
 
@@ -125,6 +130,31 @@ def release_oldest_waiting(oldest) -> Update:
             .where(deliveries.c.id.in_(oldest))
             .values(**states.made_due(bindparam("now")), updated_at=bindparam("now"))
             .returning(deliveries.c.id, deliveries.c.attempt_count))
+
+
+def release_successor(successor, queue) -> Update:
+    """behind its key -> due now, for the id ``successor`` selects (the next unfinished
+    delivery of a finished one's subscription and key, ordering.py), or, if ``queue``
+    (deliveries of the subscription already wait for a free slot), -> waiting in that
+    queue in its place (states.waiting_for_slot: a claim now would only be turned away
+    by the cap); returns (id, attempt_count, parked). One that is not behind its key
+    (its first message is still on its way) is left alone: its claim finds the way clear."""
+    now = bindparam("now")
+    due, waits = states.made_due(now), states.waiting_for_slot()
+    return (update(deliveries)
+            .where(deliveries.c.id.in_(successor), states.behind_its_key(deliveries))
+            .values(parked=case((queue, waits["parked"]), else_=due["parked"]),
+                    next_attempt_at=case((queue, waits["next_attempt_at"]),
+                                         else_=due["next_attempt_at"]),
+                    behind_key=false(), updated_at=now)
+            .returning(deliveries.c.id, deliveries.c.attempt_count, deliveries.c.parked))
+
+
+def release_behind_key(session: Session, ids: list[str], now: dt.datetime) -> list[tuple[str, int]]:
+    """behind its key -> due now for ``ids`` (the sweep's: their predecessor is finished but
+    its record's release was missed); returns their (id, attempt_count)."""
+    return take_swept(session, ids, dict(states.made_due(now), updated_at=now),
+                      states.behind_its_key(deliveries))
 
 
 # ------------------------------------------------------------------ the rate limit

@@ -58,3 +58,15 @@ def change(session: Session, subscription: Subscription, **new_values) -> Subscr
 def delete(session: Session, subscription: Subscription) -> None:
     """Soft-delete: no further attempts; its waiting deliveries end ``failed``."""
     changes.delete_subscription(session, subscription.id, utcnow())
+
+
+def in_flight_limit(subscription: Subscription) -> int | None:
+    """The attempts this subscription may have in flight now (None: no limit): its cap
+    (``max_in_flight``, else WEBHOOKS_MAX_IN_FLIGHT), or lower while the adaptive pace has
+    lowered it (lifecycle/adaptive_pace.py). Shown as ``in_flight_limit``."""
+    from webhooks.config import get_settings
+    from webhooks.lifecycle.adaptive_pace import current_limit
+
+    settings = get_settings()
+    return current_limit(subscription.in_flight_limit, subscription.max_in_flight,
+                         settings.max_in_flight, adaptive=settings.adaptive_pace)

@@ -38,6 +38,7 @@ __all__ = [
     "Event",
     "Delivery",
     "Attempt",
+    "OrderingKey",
     "AttemptHour",
     "AttemptTotal",
     "WaitingCount",
@@ -120,6 +121,12 @@ class Subscription(Base):
     rate_limit: Mapped[float | None] = mapped_column(Float, nullable=True)
     # The rate limit's next free slot, in unix seconds (pacing.py).
     rate_next_slot: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # The adaptive pace's current limit on attempts in flight (adaptive_pace.py): lowered
+    # by half on a 429, a 503 or a time-out, raised by one after a run of successes;
+    # None: not lowered, the cap (max_in_flight, else WEBHOOKS_MAX_IN_FLIGHT) applies.
+    in_flight_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Successes since the current limit last moved (the run that raises it by one).
+    pace_successes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     def wants(self, event_type: str) -> bool:
         """True when this subscription receives events of ``event_type``."""
@@ -186,6 +193,19 @@ class Delivery(Base):
             postgresql_where=text("status = 'pending' AND parked AND next_attempt_at IS NULL"),
             sqlite_where=text("status = 'pending' AND parked = 1 AND next_attempt_at IS NULL"),
         ),
+        # Unfinished deliveries with an ordering key, in emit order per subscription and key:
+        # the claim looks up a delivery's unfinished predecessor here, and the record of a
+        # finished one its successor (ordering.py), each one index probe.
+        Index(
+            "ix_deliveries_ordering",
+            "subscription_id",
+            "ordering_key",
+            "key_sequence",
+            postgresql_where=text(
+                "ordering_key IS NOT NULL AND status IN ('pending', 'sending', 'paused')"),
+            sqlite_where=text(
+                "ordering_key IS NOT NULL AND status IN ('pending', 'sending', 'paused')"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -206,8 +226,29 @@ class Delivery(Base):
     # True while the delivery holds a slot of its subscription's rate limit, reserved
     # for its next_attempt_at (pacing.py): its next claim takes no second slot.
     paced: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # The ordering key given at emit (CONTRACT 9.4), and the event's place among the
+    # account's events with that key (OrderingKey.last_sequence); None without a key.
+    ordering_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    key_sequence: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    # True while it waits for its key's predecessor to finish (states.behind_its_key).
+    behind_key: Mapped[bool] = mapped_column(Boolean, server_default=false())
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+
+class OrderingKey(Base):
+    """The last sequence number given to an account's events with one ordering key.
+
+    emit takes the next number with an upsert in the event's transaction: the
+    row stays locked until that transaction ends, so two emitters of one key
+    take turns and the numbers follow the order in which the events commit.
+    """
+
+    __tablename__ = "ordering_keys"
+
+    account_id: Mapped[str] = mapped_column(ForeignKey("accounts.id"), primary_key=True)
+    ordering_key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    last_sequence: Mapped[int] = mapped_column(BigInteger)
 
 
 class Attempt(Base):

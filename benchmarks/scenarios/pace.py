@@ -1,0 +1,177 @@
+"""Scenario pace (optional): the adaptive pace against a receiver that serves C requests/s.
+
+A local receiver (in this process, one thread per connection) accepts at
+most C requests in each one-second window and answers the rest 429 with
+``Retry-After: 1``. A backlog of ``pace_deliveries`` deliveries to it is
+inserted in bulk and published, then a service worker (the scenario pool,
+with beat) drains it, once with the adaptive pace on and once off
+(WEBHOOKS_ADAPTIVE_PACE), for C = 20 and C = 200.
+
+Both legs use a short ladder of many steps (WEBHOOKS_RETRY_DELAYS, 20 retries
+of 1 to 8 s), so that a 429 costs seconds rather than the default ladder's
+minutes, and WEBHOOKS_PAUSE_AFTER is high (a 429 counts toward the pause on
+both legs). Reported per leg: deliveries per second (from the first request
+to the last accepted one), the share of attempts answered 429, the seconds
+to drain the backlog, the deliveries left dead, and the subscription's
+current limit at the end.
+"""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+from .. import seed, services
+from ..context import Context
+from . import Row
+from .common import fmt
+
+PATH = "/limited"
+CAPACITIES = (20, 200)
+LADDER = "1,1,1,1,1,2,2,2,2,2,4,4,4,4,4,8,8,8,8,8"
+
+
+class LimitedReceiver:
+    """Accepts at most ``capacity`` requests per one-second window; 429 beyond.
+
+    Counts accepted and refused requests, and the distinct deliveries accepted
+    (by the delivery id header) with the time of the last one.
+    """
+
+    def __init__(self, capacity: int, delivery_header: str):
+        self.capacity = capacity
+        self.lock = threading.Lock()
+        self.window_start = 0.0
+        self.in_window = 0
+        self.accepted = 0
+        self.refused = 0
+        self.delivered: set[str] = set()
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                accepted = receiver._admit(self.headers.get(delivery_header, ""))
+                self.send_response(200 if accepted else 429)
+                if not accepted:
+                    self.send_header("Retry-After", "1")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+
+    def _admit(self, delivery_id: str) -> bool:
+        now = time.monotonic()
+        with self.lock:
+            if self.first_at is None:
+                self.first_at = now
+            if now - self.window_start >= 1.0:
+                self.window_start, self.in_window = now, 0
+            if self.in_window >= self.capacity:
+                self.refused += 1
+                return False
+            self.in_window += 1
+            self.accepted += 1
+            if delivery_id not in self.delivered:
+                self.delivered.add(delivery_id)
+                self.last_at = now
+            return True
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _final_state(subscription_id: str) -> tuple[int | None, int]:
+    """(the subscription's stored current limit, deliveries dead) at the end of a leg."""
+    from sqlalchemy import func, select
+
+    from webhooks.storage.db import session_scope
+    from webhooks.storage.models import Delivery, Subscription
+
+    with session_scope() as session:
+        limit = session.get(Subscription, subscription_id).in_flight_limit
+        dead = session.scalar(select(func.count()).select_from(Delivery).where(
+            Delivery.subscription_id == subscription_id, Delivery.status == "dead"))
+    return limit, dead
+
+
+def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
+    from webhooks.config import get_settings
+
+    ctx.reset()
+    receiver = LimitedReceiver(capacity, get_settings().header("Delivery-Id"))
+    try:
+        target = seed.make_target(receiver.url(PATH), f"pace-{capacity}")
+        ids = seed.bulk_deliveries(target, n)
+        services.analyse(ctx.options.database_url)
+        seed.publish_deliveries(ids)
+        leg = f"pace-{capacity}-{'on' if adaptive else 'off'}"
+        worker, beat = ctx.start_worker_and_beat(
+            ctx.options.scenario_pool, leg, WEBHOOKS_ADAPTIVE_PACE=str(adaptive).lower(),
+            WEBHOOKS_RETRY_DELAYS=LADDER, WEBHOOKS_PAUSE_AFTER=1_000_000,
+            WEBHOOKS_SWEEP_INTERVAL=ctx.sizes.sweep_interval)
+        deadline = time.monotonic() + n / capacity * 4 + 120
+        try:
+            while len(receiver.delivered) < n and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            ctx.stop(worker, beat)
+        limit, dead = _final_state(target.subscription_id)
+        seconds = (receiver.last_at - receiver.first_at
+                   if receiver.first_at is not None and receiver.last_at is not None else None)
+        attempts = receiver.accepted + receiver.refused
+        delivered = len(receiver.delivered)
+        return {
+            "capacity": capacity, "adaptive": adaptive, "n": n, "delivered": delivered,
+            "seconds": None if not seconds else round(seconds, 2),
+            "rate_per_s": None if not seconds else round(delivered / seconds, 1),
+            "share_429": None if not attempts else round(receiver.refused / attempts, 3),
+            "attempts": attempts, "dead": dead, "limit_at_end": limit,
+        }
+    finally:
+        receiver.stop()
+
+
+def run(ctx: Context) -> dict:
+    n = ctx.sizes.pace_deliveries
+    legs = []
+    for capacity in CAPACITIES:
+        for adaptive in (True, False):
+            leg = measure(ctx, capacity, adaptive, n)
+            legs.append(leg)
+            print(f"  pace C={capacity} adaptive {'on ' if adaptive else 'off'}: "
+                  f"{fmt(leg['rate_per_s'])} deliveries/s, {fmt(leg['share_429'], '.1%')} "
+                  f"answered 429, {fmt(leg['seconds'])} s to drain {leg['delivered']}/{n} "
+                  f"({leg['dead']} dead, limit at end {leg['limit_at_end']})", flush=True)
+    result = {"deliveries": n, "pool": ctx.options.scenario_pool.label, "ladder_s": LADDER,
+              "legs": legs}
+    ctx.results["pace"] = result
+    return result
+
+
+def rows(results: dict) -> list[Row]:
+    r = results.get("pace")
+    if not r:
+        return []
+    out = []
+    for leg in r["legs"]:
+        name = f"C={leg['capacity']}/s, adaptive {'on' if leg['adaptive'] else 'off'}"
+        out += [Row("pace", f"{name}: deliveries/s", leg["rate_per_s"], "/s"),
+                Row("pace", f"{name}: share answered 429", leg["share_429"]),
+                Row("pace", f"{name}: drain of {leg['n']}", leg["seconds"], "s")]
+    return out

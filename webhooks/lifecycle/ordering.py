@@ -1,0 +1,105 @@
+"""Ordering keys (CONTRACT 9.4): deliveries of one subscription with one key, one at a time.
+
+An event emitted with ``ordering_key`` takes the next number of the
+account's sequence for that key (:func:`next_sequence`, an upsert of one
+``ordering_keys`` row in the emitting transaction: the row stays locked
+until that transaction ends, so the numbers follow the order in which the
+events commit, whichever process emits them). Each of its deliveries
+carries the key and the number.
+
+The claim takes a keyed delivery only when no delivery of its subscription
+with the same key and a smaller number is unfinished (``pending``,
+``sending`` or ``paused``): :func:`clear_of_predecessors`, one probe of the
+partial index ``ix_deliveries_ordering``. One it refuses waits
+(``states.behind_its_key``) without a message; the record of the delivery
+before it, once that is ``done``, ``failed`` or ``dead``, makes it due, or
+puts it in the queue for a free slot when one is waiting
+(:func:`release_successor`), and the sweep does so for a release that was
+missed (:func:`forgotten_behind_key`: a claim refused just as its
+predecessor finished). No lock is held while a POST is in flight.
+
+Deliveries without a key, and those of other keys, are never held back. A
+replay has no key (changes.replay_row), so it is never held back either,
+and holds nothing back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from sqlalchemy import BigInteger, String, and_, bindparam, exists, literal_column, or_, select
+from sqlalchemy.engine import Connection
+
+from webhooks.lifecycle import states, transitions
+from webhooks.storage.backends import backend_of
+from webhooks.storage.models import Delivery, OrderingKey
+
+__all__ = ["next_sequence", "clear_of_predecessors", "release_successor",
+           "forgotten_behind_key", "UNFINISHED"]
+
+deliveries, ordering_keys = Delivery.__table__, OrderingKey.__table__
+# Spelled as literals (not bound values) so that the planner matches the predicate of
+# the partial index ix_deliveries_ordering even in a generic plan.
+UNFINISHED = tuple(literal_column(f"'{status}'") for status in ("pending", "sending", "paused"))
+
+
+def _unfinished_keyed(t):
+    return and_(t.c.ordering_key.is_not(None), t.c.status.in_(UNFINISHED))
+
+
+def next_sequence(connection: Connection, account_id: str, ordering_key: str) -> int:
+    """The next number of the account's sequence for ``ordering_key`` (1 for the first),
+    taken in the caller's transaction, whose row lock orders concurrent emitters."""
+    statement = backend_of(connection).upsert_adding(
+        ordering_keys, {"account_id": account_id, "ordering_key": ordering_key, "last_sequence": 1},
+        ("account_id", "ordering_key"), ("last_sequence",))
+    return connection.execute(statement.returning(ordering_keys.c.last_sequence)).scalar_one()
+
+
+def clear_of_predecessors(t=deliveries):
+    """SQL: the delivery ``t`` has no key, or no unfinished delivery of its subscription with
+    its key comes before it."""
+    before = deliveries.alias("before_it")
+    return or_(t.c.ordering_key.is_(None), ~exists().where(
+        before.c.subscription_id == t.c.subscription_id, before.c.ordering_key == t.c.ordering_key,
+        _unfinished_keyed(before), before.c.key_sequence < t.c.key_sequence))
+
+
+def _successor():
+    after = deliveries.alias("after_it")
+    return (select(after.c.id)
+            .where(after.c.subscription_id == bindparam("sub_id", type_=String(36)),
+                   after.c.ordering_key == bindparam("okey", type_=String(200)),
+                   _unfinished_keyed(after),
+                   after.c.key_sequence > bindparam("kseq", type_=BigInteger))
+            .order_by(after.c.key_sequence).limit(1))
+
+
+def _queue():
+    """SQL: deliveries of the subscription wait for a free slot (the successor joins them)."""
+    waiting = deliveries.alias("in_queue")
+    return exists().where(waiting.c.subscription_id == bindparam("sub_id", type_=String(36)),
+                          states.waiting(waiting))
+
+
+_RELEASE = transitions.release_successor(_successor(), _queue())
+
+
+def release_successor(connection: Connection, subscription_id: str, ordering_key: str,
+                      key_sequence: int, now: dt.datetime) -> list[tuple[str, int]]:
+    """Release the next delivery of this subscription and key, if it waits behind the one
+    numbered ``key_sequence`` (which has just finished): due now, or, while deliveries of
+    the subscription wait for a free slot, into that queue in its place (a finished
+    attempt releases it there, oldest first). Its (id, attempt_count) if it is due now
+    (it needs a message), else nothing."""
+    rows = connection.execute(_RELEASE, {"sub_id": subscription_id, "okey": ordering_key,
+                                         "kseq": key_sequence, "now": now})
+    return [(delivery_id, count) for delivery_id, count, parked in rows if not parked]
+
+
+def forgotten_behind_key(batch: int):
+    """The ids of deliveries behind their key whose way is clear (a release was missed),
+    at most ``batch``: for the sweep."""
+    return (select(deliveries.c.id)
+            .where(states.behind_its_key(deliveries), clear_of_predecessors(deliveries))
+            .limit(batch))
