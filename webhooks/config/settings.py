@@ -42,6 +42,7 @@ class Settings:
     max_in_flight: int = 10
     test_max_in_flight: int = 2
     account_max_in_flight: int = 20
+    operational_max_in_flight: int = 1  # per operational endpoint (webhooks/operational)
     dns_threads: int = 128  # DNS look-ups running at once per process (connections.py)
     sweep_interval: float = 5.0
     recover_after: float = 120.0
@@ -133,6 +134,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         ),
         account_max_in_flight=positive_number(
             env, "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT", 20, integer=True, allow_zero=True
+        ),
+        operational_max_in_flight=positive_number(
+            env, "WEBHOOKS_OPERATIONAL_MAX_IN_FLIGHT", 1, integer=True
         ),
         dns_threads=positive_number(env, "WEBHOOKS_DNS_THREADS", 128, integer=True),
         sweep_interval=positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),

@@ -47,6 +47,7 @@ UNITS = {
     "WEBHOOKS_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_TEST_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "attempts",
+    "WEBHOOKS_OPERATIONAL_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_SWEEP_BATCH": "deliveries",
     "WEBHOOKS_PURGE_BATCH": "deliveries",
     "WEBHOOKS_RECOVER_BATCH": "deliveries",
