@@ -103,3 +103,20 @@ def test_emit_event_refuses_the_operational_types(operator_db):
 def test_resume_of_an_unknown_endpoint_is_an_error(operator_db):
     result = cli("operational", "resume", "00000000-0000-0000-0000-000000000001")
     assert result.exit_code == 2 and "no operational endpoint" in result.output
+
+
+@pytest.mark.parametrize("event_type", OPERATIONAL_TYPES)
+def test_docs_list_every_field_and_a_valid_example(event_type):
+    import re
+    from pathlib import Path
+
+    from webhooks.operational.catalogue import _SCHEMAS, data_errors
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "events.md").read_text("utf-8")
+    sections = {part.split("\n", 1)[0].strip(): part
+                for part in re.split(r"^## ", text, flags=re.MULTILINE)[1:]}
+    section = sections[event_type]
+    for name in _SCHEMAS[event_type].fields:
+        assert f"\n| {name} |" in section, name
+    example = re.search(r"```json\n(.*?)\n```", section, re.DOTALL).group(1)
+    assert data_errors(event_type, json.loads(example)) == {}
