@@ -175,3 +175,26 @@ def test_a_failing_operational_endpoint_raises_no_notice_about_itself(account, r
     time.sleep(2)  # a notice about that failure would arrive meanwhile
     assert operator_events() == 1
     assert len(receiver.received("/ops")) == 1
+
+
+def test_an_operational_endpoint_paused_by_failures_is_resumed_from_the_cli(account, receiver):
+    endpoint = add_endpoint(receiver.url("/ops"), "delivery.failed")
+    receiver.script("/ops", 500)
+    receiver.script("/customer", 400)
+    make_subscription(account, receiver.url("/customer"))
+    for _ in range(2):  # two notices, three attempts each: the fourth failure pauses it
+        emit_event(account, "email.sent", sample_data("email.sent"))
+
+    def listed():
+        return json.loads(cli("operational", "list").output)["data"][0]
+
+    wait_until(lambda: listed()["status"] == "paused", what="the endpoint paused")
+    wait_until(lambda: listed()["deliveries"]["paused"] >= 1, what="a notice held")
+    assert operator_events() == 2  # no notice about the operator's own endpoint
+
+    receiver.script("/ops", 200)
+    resumed = cli("operational", "resume", endpoint["id"])
+    assert resumed.exit_code == 0 and json.loads(resumed.output)["released"] >= 1
+    wait_until(lambda: listed()["deliveries"]["done"] >= 1, what="the held notice delivered")
+    assert listed()["status"] == "active"
+    assert operator_events() == 2
