@@ -6,6 +6,13 @@ returns the Dispatches to publish once that transaction commits (never if it
 rolls back: then the notice is gone with the change). Nothing is stored when
 no operational endpoint wants the type, and nothing for a change to the
 operator's own endpoints: a notice about a notice would recurse.
+
+A caller with a session (a route, a service) publishes what it gets back::
+
+    publish_after_commit(session, notify_paused(session, sub_id, reason="manual", now=now))
+
+lifecycle/record.py returns them in ``Recorded.notices``, which the attempt
+publishes with its other messages (lifecycle/attempt.py).
 """
 
 from __future__ import annotations
