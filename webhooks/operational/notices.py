@@ -46,7 +46,7 @@ def notify_paused(connection, subscription_id: str, *, reason: str,
                   now: dt.datetime) -> list[Dispatch]:
     """subscription.paused: ``subscription_id`` paused just now for ``reason`` ("failures",
     "manual" or "gone"); its counter is read in this transaction."""
-    subject = _subject(connection, subscription_id)
+    subject = _subject(connection, subscription_id, catalogue.SUBSCRIPTION_PAUSED)
     if subject is None:
         return []
     account_id, failures = subject
@@ -57,7 +57,7 @@ def notify_paused(connection, subscription_id: str, *, reason: str,
 
 def notify_resumed(connection, subscription_id: str, *, now: dt.datetime) -> list[Dispatch]:
     """subscription.resumed: ``subscription_id`` was paused and is active again."""
-    subject = _subject(connection, subscription_id)
+    subject = _subject(connection, subscription_id, catalogue.SUBSCRIPTION_RESUMED)
     if subject is None:
         return []
     return _store(connection, catalogue.SUBSCRIPTION_RESUMED, {
@@ -71,7 +71,7 @@ def notify_delivery_ended(connection, status: str, *, subscription_id: str, deli
     """delivery.dead or delivery.failed for a delivery whose attempt left it ``status``;
     nothing for any other status."""
     notice_type = _ENDED.get(status)
-    subject = None if notice_type is None else _subject(connection, subscription_id)
+    subject = None if notice_type is None else _subject(connection, subscription_id, notice_type)
     if subject is None:
         return []
     return _store(connection, notice_type, {
@@ -86,9 +86,14 @@ def _connection(connection_or_session):
     return connection_or_session
 
 
-def _subject(connection, subscription_id: str) -> tuple[str, int] | None:
-    """(account id, consecutive failures) of a customer's subscription; None for one of the
-    operator's own (or none at all)."""
+def _subject(connection, subscription_id: str, notice_type: str) -> tuple[str, int] | None:
+    """(account id, consecutive failures) of a customer's subscription that a notice of
+    ``notice_type`` is about; None if no operational endpoint wants that type (one query:
+    the cost where no endpoint was added), or for the operator's own subscriptions."""
+    wanted = [types for (types,) in _connection(connection).execute(_ENDPOINT_TYPES)
+              if types is None or notice_type in types]
+    if not wanted:
+        return None
     row = _connection(connection).execute(
         _SUBJECT.where(subscriptions.c.id == subscription_id)).first()
     if row is None or is_operator(row.account_id):
@@ -107,10 +112,6 @@ def _store(connection, notice_type: str, data: dict) -> list[Dispatch]:
     from webhooks.emit import store_checked  # emit imports the lifecycle, which calls us
 
     connection = _connection(connection)
-    wanted = [types for (types,) in connection.execute(_ENDPOINT_TYPES)
-              if types is None or notice_type in types]
-    if not wanted:
-        return []
     errors = catalogue.data_errors(notice_type, data)
     if errors:
         # Our bug, never the customer's: logged, and the change it reports goes on
