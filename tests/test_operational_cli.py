@@ -120,3 +120,13 @@ def test_docs_list_every_field_and_a_valid_example(event_type):
         assert f"\n| {name} |" in section, name
     example = re.search(r"```json\n(.*?)\n```", section, re.DOTALL).group(1)
     assert data_errors(event_type, json.loads(example)) == {}
+
+
+def test_emit_event_refuses_the_operator_account(operator_db):
+    from webhooks import emit_event
+
+    add_endpoint("https://ops.example.com/hooks")
+    with pytest.raises(InvalidEvent, match="operator account"):
+        emit_event(OPERATOR_ACCOUNT_ID, "email.sent", {})
+    result = cli("emit", OPERATOR_ACCOUNT_ID, "test.ping", "--data", "{}")
+    assert result.exit_code == 2 and "operator account" in result.output
