@@ -134,7 +134,11 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
 def _notices(connection, claim: Claim, status: str, status_code: int | None, paused_now: bool,
              now: dt.datetime) -> tuple[Dispatch, ...]:
     """The operational notices this record raises, stored in its transaction: delivery.dead
-    or delivery.failed if the delivery ended so, subscription.paused if it paused."""
+    or delivery.failed if the delivery ended so, subscription.paused if it paused.
+
+    Each of these follows a failed attempt (policy: the counter adds one), whose record
+    opens a transaction on the attempt engine (the PostgreSQL backend sends BEGIN with
+    its statement): the notices commit with the record, or not at all."""
     ended = operational.notify_delivery_ended(
         connection, status, subscription_id=claim.subscription_id,
         delivery_id=claim.delivery_id, event_id=claim.event_id, event_type=claim.event_type,
