@@ -95,3 +95,52 @@ def test_a_notice_goes_with_a_rolled_back_transaction(stored):
         assert ended(connection, subscription.id, status="failed")
         transaction.rollback()
     assert notices_stored() == []
+
+
+@pytest.mark.parametrize("answer", [422, 500])
+def test_the_attempt_s_record_and_its_notice_commit_together(stored, monkeypatch, answer):
+    """Through run_attempt on the attempt engine (autocommit on PostgreSQL): a record whose
+    transaction fails after the notice was stored keeps neither the notice nor its end
+    (run_attempt then records the attempt as an internal error, as for any failed record)."""
+    import webhooks.emit
+    from webhooks.emit import emit_event
+    from webhooks.events.samples import sample_data
+    from webhooks.lifecycle.attempt import run_attempt
+    from webhooks.sender.post import AttemptResult
+
+    monkeypatch.setenv("WEBHOOKS_RETRY_DELAYS", "1")  # a 500 on the second attempt is dead
+    add("http://127.0.0.1:9/ops", ["delivery.failed", "delivery.dead"])
+    account_id, _ = make_account()
+    make_subscription(account_id, "http://127.0.0.1:9/customer")
+    (delivery_id,) = emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids
+    answers = lambda url, body, headers: AttemptResult(answer, None, 3)  # noqa: E731
+
+    def due_again() -> int:
+        """The delivery pending and due now (as the sweep makes it); its attempt count."""
+        with session_scope() as session:
+            row = session.get(Delivery, delivery_id)
+            row.status, row.next_attempt_at, row.parked = "pending", utcnow(), False
+            return row.attempt_count
+
+    if answer == 500:  # the first attempt is a retry; the second one ends it
+        assert run_attempt(delivery_id, 0, sender=answers) == "pending"
+
+    stored_then_failed = webhooks.emit.store_checked
+
+    def store_then_fail(*args, **kwargs):
+        stored_then_failed(*args, **kwargs)
+        raise RuntimeError("the record's transaction fails after the notice was stored")
+
+    monkeypatch.setattr(webhooks.emit, "store_checked", store_then_fail)
+    try:
+        run_attempt(delivery_id, due_again(), sender=answers)
+    except RuntimeError:
+        pass  # the internal error's record ended the delivery too, and failed the same way
+    assert notices_stored() == []
+    with session_scope() as session:
+        assert session.get(Delivery, delivery_id).status not in ("failed", "dead")
+
+    monkeypatch.setattr(webhooks.emit, "store_checked", stored_then_failed)
+    assert run_attempt(delivery_id, due_again(), sender=answers) in ("failed", "dead")
+    assert [notice[0] for notice in notices_stored()] == [
+        "delivery.failed" if answer == 422 else "delivery.dead"]
