@@ -32,7 +32,7 @@ from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionma
 from webhooks.storage.emit_statement import store_in_one_statement
 from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id, utcnow
 
-__all__ = ["emit_event", "emit_events", "send_test", "EmittedEvent"]
+__all__ = ["emit_event", "emit_events", "send_test", "EmittedEvent", "store_checked"]
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +231,21 @@ def _emit(session, account_id, event_type, data, idempotency_key, settings, only
     else:
         targets = [only_subscription]
     return _store_checked(connection, account_id, checked, targets, settings)
+
+
+# --- operational notices (issue 25, webhooks/operational/notices.py) ---------------
+def store_checked(connection: Connection, account_id: str, event_type: str, data: dict,
+                  settings: Settings | None = None) -> tuple[EmittedEvent, list[Dispatch]]:
+    """Store an event whose type and data the caller has checked itself, in the caller's
+    transaction: the operational notices, whose types are outside the customer catalogue.
+    Returns the event and what to publish once that transaction commits."""
+    settings = settings or get_settings()
+    event_id, created_at = new_id(), clock.now()
+    body = envelope_bytes(event_id, event_type, data, created_at, settings)
+    targets = _targets(connection, account_id, event_type)
+    return _store(connection, account_id, event_type, body, event_id, created_at, None,
+                  targets, settings)
+# --- end of operational notices ----------------------------------------------------
 
 
 def emit_event(account_id, event_type, data, *, idempotency_key=None, session=None,

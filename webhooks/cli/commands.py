@@ -215,6 +215,76 @@ def _account_problem(account_id: str) -> str | None:
     return None
 
 
+@main.group()
+def operational() -> None:
+    """Operational webhooks: notices to the operator's own systems (docs/events.md)."""
+
+
+@operational.command("add")
+@click.argument("url")
+@click.option("--types", "types", default=None,
+              help="comma-separated operational event types (default: all four)")
+@_needs_schema
+def operational_add(url: str, types: str | None) -> None:
+    """Add an operational endpoint; prints {"id", "url", "secret", "event_types"}
+    (the secret that signs its notices is shown only this once)."""
+    from webhooks.operational import endpoints
+    from webhooks.storage.db import session_scope
+
+    try:
+        event_types = endpoints.parse_types(types)
+        with session_scope() as session:
+            endpoint = endpoints.add(session, url, event_types)
+            shown = {"id": endpoint.id, "url": endpoint.url, "secret": endpoint.secret,
+                     "event_types": endpoint.event_types}
+    except endpoints.InvalidEndpoint as exc:
+        _fail(str(exc))
+    click.echo(json.dumps(shown))
+
+
+@operational.command("list")
+@_needs_schema
+def operational_list() -> None:
+    """Print {"data": [...]}: each endpoint with its deliveries counted by status."""
+    from webhooks.operational import endpoints
+    from webhooks.storage.db import session_scope
+
+    with session_scope() as session:
+        click.echo(json.dumps({"data": endpoints.listing(session)}))
+
+
+@operational.command("resume")
+@click.argument("endpoint_id")
+@_needs_schema
+def operational_resume(endpoint_id: str) -> None:
+    """Resume an endpoint that failures paused; prints {"id", "released"}."""
+    from webhooks.operational import endpoints
+    from webhooks.storage.db import session_scope
+
+    try:
+        with session_scope() as session:
+            released = endpoints.resume(session, endpoint_id)
+    except NotFound as exc:
+        _fail(str(exc))
+    click.echo(json.dumps({"id": endpoint_id, "released": released}))
+
+
+@operational.command("remove")
+@click.argument("endpoint_id")
+@_needs_schema
+def operational_remove(endpoint_id: str) -> None:
+    """Remove an endpoint: no further notice goes to it; prints {"id", "removed": true}."""
+    from webhooks.operational import endpoints
+    from webhooks.storage.db import session_scope
+
+    try:
+        with session_scope() as session:
+            endpoints.remove(session, endpoint_id)
+    except NotFound as exc:
+        _fail(str(exc))
+    click.echo(json.dumps({"id": endpoint_id, "removed": True}))
+
+
 @main.command("dev")
 @click.option("--port", type=click.IntRange(1, 65535), envvar="PORT", default=5000,
               show_default=True, help="port of the web process (also read from $PORT)")

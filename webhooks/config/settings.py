@@ -51,6 +51,7 @@ class Settings:
     account_max_in_flight: int = 20
     adaptive_pace: bool = True  # the in-flight limit follows the receiver (adaptive_pace.py)
     pace_success_run: int = 0  # successes that raise the limit by one; 0: the limit's worth
+    operational_max_in_flight: int = 1  # per operational endpoint (webhooks/operational)
     dns_threads: int = 128  # DNS look-ups running at once per process (connections.py)
     sweep_interval: float = 5.0
     recover_after: float = 120.0
@@ -165,6 +166,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         adaptive_pace=boolean(env, "WEBHOOKS_ADAPTIVE_PACE", True),
         pace_success_run=positive_number(
             env, "WEBHOOKS_PACE_SUCCESS_RUN", 0, integer=True, allow_zero=True
+        ),
+        operational_max_in_flight=positive_number(
+            env, "WEBHOOKS_OPERATIONAL_MAX_IN_FLIGHT", 1, integer=True
         ),
         dns_threads=positive_number(env, "WEBHOOKS_DNS_THREADS", 128, integer=True),
         sweep_interval=positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),

@@ -8,6 +8,7 @@ from webhooks.config import Settings
 from webhooks.errors import InvalidEvent
 from webhooks.events.catalogue import EVENT_TYPE_NAMES, validate_data
 from webhooks.events.envelope import build_envelope, serialise
+from webhooks.operational.operator import is_operator
 
 __all__ = ["MAX_IDEMPOTENCY_KEY", "MAX_ORDERING_KEY", "validate_input", "validate_ordering_key",
            "envelope_bytes", "describe_errors"]
@@ -38,6 +39,12 @@ def validate_input(account_id, event_type, data, idempotency_key) -> None:
         raise InvalidEvent(
             "account_id must not contain NUL characters or unpaired surrogates",
             {"account_id": ["invalid"]},
+        )
+    if is_operator(account_id):  # operational webhooks (issue 25): its endpoints take notices only
+        raise InvalidEvent(
+            "account_id names the operator account, whose subscriptions are the operational "
+            "endpoints (`webhooks operational`): it takes no events",
+            {"account_id": ["reserved"]},
         )
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str)

@@ -120,7 +120,8 @@ def run_attempt(
         return None
     _log_attempt(claimed, recorded, settings)
     done = recorded.record
-    publish_now([*([done.dispatch] if done.dispatch is not None else []), *done.released])
+    publish_now([*([done.dispatch] if done.dispatch is not None else []), *done.released,
+                 *done.notices])
     return done.status
 
 

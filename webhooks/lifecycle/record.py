@@ -29,6 +29,7 @@ from webhooks.lifecycle import transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.states import FINISHED, DeliveryStatus, waiting
+from webhooks.operational import notices as operational
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
 
@@ -46,6 +47,7 @@ class Recorded:
     dispatch: Dispatch | None  # the retry's countdown message
     paused_subscription: bool
     released: tuple[Dispatch, ...] = ()  # deliveries that waited for the slot this attempt frees
+    notices: tuple[Dispatch, ...] = ()  # operational notices it raised (webhooks/operational)
 
 
 # ---------------------------------------------------------------- the four steps
@@ -146,4 +148,22 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
         released = []
         if step.status_if_paused != status:
             status, dispatch = step.status_if_paused, None
-    return Recorded(status, dispatch, paused_now, tuple(released))
+    notices = _notices(connection, claim, status, status_code, paused_now, now)
+    return Recorded(status, dispatch, paused_now, tuple(released), notices)
+
+
+def _notices(connection, claim: Claim, status: str, status_code: int | None, paused_now: bool,
+             now: dt.datetime) -> tuple[Dispatch, ...]:
+    """The operational notices this record raises, stored in its transaction: delivery.dead
+    or delivery.failed if the delivery ended so, subscription.paused if it paused.
+
+    Each of these follows a failed attempt (policy: the counter adds one), whose record
+    opens a transaction on the attempt engine (the PostgreSQL backend sends BEGIN with
+    its statement): the notices commit with the record, or not at all."""
+    ended = operational.notify_delivery_ended(
+        connection, status, subscription_id=claim.subscription_id,
+        delivery_id=claim.delivery_id, event_id=claim.event_id, event_type=claim.event_type,
+        attempt_count=claim.attempt_number, status_code=status_code)
+    paused = (operational.notify_paused(connection, claim.subscription_id, reason="failures",
+                                        now=now) if paused_now else [])
+    return (*ended, *paused)

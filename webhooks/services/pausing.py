@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from webhooks.broker.outbox import request_sweep_after_commit
+from webhooks.broker.outbox import publish_after_commit, request_sweep_after_commit
 from webhooks.lifecycle import changes
+from webhooks.lifecycle.states import SubscriptionStatus
+from webhooks.operational import notices as operational
 from webhooks.storage.models import Subscription, utcnow
 
 __all__ = ["resume"]
@@ -18,9 +20,14 @@ def resume(session: Session, subscription: Subscription) -> int:
     """Active again, failure counter at 0; returns how many held deliveries were released.
 
     The released deliveries are parked and due: one sweep, asked for once the
-    caller's transaction commits, sends them all.
+    caller's transaction commits, sends them all. Resuming a paused subscription
+    raises the subscription.resumed notice in the same transaction.
     """
-    released = changes.resume_subscription(session, subscription.id, utcnow())
+    now = utcnow()
+    was_paused = subscription.status == SubscriptionStatus.PAUSED.value
+    released = changes.resume_subscription(session, subscription.id, now)
     session.refresh(subscription)
+    if was_paused:  # subscription.resumed, in this transaction (webhooks/operational)
+        publish_after_commit(session, operational.notify_resumed(session, subscription.id, now=now))
     request_sweep_after_commit(session)
     return released

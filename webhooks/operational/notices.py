@@ -1,0 +1,122 @@
+"""Store the operational notices, each in the transaction of the change it reports.
+
+One function per notice; each takes the caller's connection (or session),
+inside the transaction that pauses, resumes, or ends the delivery, and
+returns the Dispatches to publish once that transaction commits (never if it
+rolls back: then the notice is gone with the change). Nothing is stored when
+no operational endpoint wants the type, and nothing for a change to the
+operator's own endpoints: a notice about a notice would recurse.
+
+A caller with a session (a route, a service) publishes what it gets back::
+
+    publish_after_commit(session, notify_paused(session, sub_id, reason="manual", now=now))
+
+lifecycle/record.py returns them in ``Recorded.notices``, which the attempt
+publishes with its other messages (lifecycle/attempt.py).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from webhooks.broker.outbox import Dispatch
+from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.operational import catalogue
+from webhooks.operational.operator import OPERATOR_ACCOUNT_ID, is_operator
+from webhooks.storage.models import Subscription
+
+__all__ = ["notify_paused", "notify_resumed", "notify_delivery_ended"]
+
+log = logging.getLogger(__name__)
+
+subscriptions = Subscription.__table__
+_SUBJECT = select(subscriptions.c.account_id, subscriptions.c.consecutive_failures)
+_ENDPOINT_TYPES = select(subscriptions.c.event_types).where(
+    subscriptions.c.account_id == OPERATOR_ACCOUNT_ID, subscriptions.c.deleted_at.is_(None))
+# A delivery that ends with one of these statuses after an attempt raises this notice.
+_ENDED = {DeliveryStatus.DEAD.value: catalogue.DELIVERY_DEAD,
+          DeliveryStatus.FAILED.value: catalogue.DELIVERY_FAILED}
+
+
+def notify_paused(connection, subscription_id: str, *, reason: str,
+                  now: dt.datetime) -> list[Dispatch]:
+    """subscription.paused: ``subscription_id`` paused just now for ``reason`` ("failures",
+    "manual" or "gone"); its counter is read in this transaction."""
+    subject = _subject(connection, subscription_id, catalogue.SUBSCRIPTION_PAUSED)
+    if subject is None:
+        return []
+    account_id, failures = subject
+    return _store(connection, catalogue.SUBSCRIPTION_PAUSED, {
+        "account_id": account_id, "subscription_id": subscription_id, "reason": reason,
+        "consecutive_failures": failures, "paused_at": _timestamp(now)})
+
+
+def notify_resumed(connection, subscription_id: str, *, now: dt.datetime) -> list[Dispatch]:
+    """subscription.resumed: ``subscription_id`` was paused and is active again."""
+    subject = _subject(connection, subscription_id, catalogue.SUBSCRIPTION_RESUMED)
+    if subject is None:
+        return []
+    return _store(connection, catalogue.SUBSCRIPTION_RESUMED, {
+        "account_id": subject[0], "subscription_id": subscription_id,
+        "resumed_at": _timestamp(now)})
+
+
+def notify_delivery_ended(connection, status: str, *, subscription_id: str, delivery_id: str,
+                          event_id: str, event_type: str, attempt_count: int,
+                          status_code: int | None) -> list[Dispatch]:
+    """delivery.dead or delivery.failed for a delivery whose attempt left it ``status``;
+    nothing for any other status."""
+    notice_type = _ENDED.get(status)
+    subject = None if notice_type is None else _subject(connection, subscription_id, notice_type)
+    if subject is None:
+        return []
+    return _store(connection, notice_type, {
+        "account_id": subject[0], "subscription_id": subscription_id,
+        "delivery_id": delivery_id, "event_id": event_id, "event_type": event_type,
+        "attempt_count": attempt_count, "status_code": status_code})
+
+
+def _connection(connection_or_session):
+    if isinstance(connection_or_session, Session):
+        return connection_or_session.connection()
+    return connection_or_session
+
+
+def _subject(connection, subscription_id: str, notice_type: str) -> tuple[str, int] | None:
+    """(account id, consecutive failures) of a customer's subscription that a notice of
+    ``notice_type`` is about; None if no operational endpoint wants that type (one query:
+    the cost where no endpoint was added), or for the operator's own subscriptions."""
+    wanted = [types for (types,) in _connection(connection).execute(_ENDPOINT_TYPES)
+              if types is None or notice_type in types]
+    if not wanted:
+        return None
+    row = _connection(connection).execute(
+        _SUBJECT.where(subscriptions.c.id == subscription_id)).first()
+    if row is None or is_operator(row.account_id):
+        return None
+    return row.account_id, row.consecutive_failures
+
+
+def _timestamp(moment: dt.datetime) -> str:
+    """ISO 8601 in UTC with ``+00:00``, as every event's data has it."""
+    return moment.astimezone(dt.timezone.utc).isoformat()
+
+
+def _store(connection, notice_type: str, data: dict) -> list[Dispatch]:
+    """The notice as an event of the operator account with one delivery per operational
+    endpoint that wants it; the Dispatches to publish after commit."""
+    from webhooks.emit import store_checked  # emit imports the lifecycle, which calls us
+
+    connection = _connection(connection)
+    errors = catalogue.data_errors(notice_type, data)
+    if errors:
+        # Our bug, never the customer's: logged, and the change it reports goes on
+        # (raising here would fail the customer's delivery record with it).
+        log.error("%s notice not sent: its data is invalid: %s", notice_type, errors)
+        return []
+    _, dispatches = store_checked(connection, OPERATOR_ACCOUNT_ID, notice_type, data)
+    return dispatches
