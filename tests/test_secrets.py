@@ -101,7 +101,7 @@ def test_a_full_cycle_logs_no_secret_and_rotation_signs_the_next_attempt(cycle, 
 
     workers, receiver = cycle
     caplog.set_level(logging.DEBUG)
-    script = [500, 410]  # attempt 1 is retried, attempt 2 fails the delivery for good; then 200
+    script = [500, 404]  # attempt 1 is retried, attempt 2 fails the delivery for good; then 200
 
     def rule(arrival):
         return script.pop(0) if script else 200

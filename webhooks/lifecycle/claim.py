@@ -17,7 +17,8 @@ slot (``states.waiting``) without a broker message, which a finished
 attempt or the sweep releases (record.py, sweep.py). As nothing is ever
 claimed and then given back (but by the rate limit), the claim commits as
 it returns, in its one round trip. It loads the secret that signs at the
-moment of the claim (rotation.py), and what the rate limit needs (pacing.py).
+moment of the claim (rotation.py) with a staged one and the signature scheme,
+and what the rate limit needs (pacing.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
-from webhooks.tenants.rotation import signing_secret
+from webhooks.tenants.rotation import signing_secret, staged_secret
 
 __all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
 
@@ -60,6 +61,8 @@ class Claim:
     headers: dict = field(default_factory=dict)  # the subscription's custom headers
     rate_limit: float | None = None  # attempts per second, None: no limit
     paced: bool = False  # holds a slot of the rate limit already (pacing.py)
+    signature_scheme: str = "service"  # tenants/schemes.py
+    staged_secret: str | None = None  # a staged rotation's next secret (signs too: standard)
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,8 @@ _TAKE = transitions.take_for_attempt(deliveries.c.id == bindparam("d_id"), *_CLA
 _NOW = bindparam("now", type_=UTCDateTime)
 _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
-           subscriptions.c.rate_limit)
+           subscriptions.c.rate_limit, subscriptions.c.signature_scheme,
+           staged_secret(subscriptions, _NOW).label("staged_secret"))
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced)
 
@@ -159,9 +163,10 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
         turn_away(connection, delivery_id, attempt_count, now)
         return None
     (subscription_id, event_id, event_type, paced, body, version, url, secret, headers,
-     rate_limit) = row
+     rate_limit, scheme, staged) = row
     return Claim(delivery_id, attempt_count + 1, event_id, event_type, subscription_id, url,
-                 secret, bytes(body), version, headers or {}, rate_limit, bool(paced))
+                 secret, bytes(body), version, headers or {}, rate_limit, bool(paced),
+                 scheme or "service", staged)
 
 
 # One statement, so it needs no transaction: a claimable delivery that was not claimed

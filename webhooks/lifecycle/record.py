@@ -11,8 +11,9 @@ the claim back changes nothing.
 How the engine runs them is its backend's (storage/backends): on PostgreSQL
 one prepared statement of data-modifying CTEs (one round trip), on SQLite the
 same statements one by one. If the counter reaches the pause
-threshold (policy.pauses), the subscription is paused and its pending
-deliveries held, in the same transaction.
+threshold (policy.pauses), or the attempt pauses it at once (a 410 Gone:
+``Step.pause_reason``), the subscription is paused with its reason and its
+pending deliveries held, in the same transaction.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from webhooks.lifecycle import policy
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
-from webhooks.lifecycle.states import DeliveryStatus, waiting
+from webhooks.lifecycle.states import DeliveryStatus, PauseReason, waiting
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
 
@@ -92,6 +93,20 @@ def _release(locking: bool):
 # ---------------------------------------------------------------- the transition
 
 
+def _pause_if_due(connection: Connection, claim: Claim, step: policy.Step, rules: policy.Rules,
+                  failures: int | None, now: dt.datetime) -> bool:
+    """Pause the subscription if this attempt does: at once with the step's reason (410),
+    or for its failures when the counter (``failures``, after it moved) met the pause rule.
+    True if this attempt paused it (False if it was paused already)."""
+    if step.pause_reason is not None:
+        reason = step.pause_reason
+    elif failures is not None and policy.pauses(failures, rules, claim.event_type):
+        reason = PauseReason.FAILURES
+    else:
+        return False
+    return pause_subscription(connection, claim.subscription_id, now, reason)
+
+
 def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: policy.Rules,
            started_at: dt.datetime, now: dt.datetime, duration_ms: int, status_code: int | None,
            error: str | None, excerpt: str | None,
@@ -117,8 +132,7 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     status = step.status
     dispatch = (Dispatch(claim.delivery_id, claim.attempt_number, step.retry_after)
                 if step.wait is policy.Wait.COUNTDOWN else None)
-    paused_now = (failures is not None and policy.pauses(failures, rules, claim.event_type)
-                  and pause_subscription(connection, claim.subscription_id, now))
+    paused_now = _pause_if_due(connection, claim, step, rules, failures, now)
     if paused_now:
         # The released delivery is held with the others; resume sends it.
         transitions.hold_pending(connection, claim.subscription_id, now)
