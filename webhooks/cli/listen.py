@@ -2,7 +2,8 @@
 
 Like ``stripe listen``: point a subscription at it, and each delivery that
 arrives is checked with :func:`webhooks.signing.verify` against the exact raw
-body, printed as one line, and answered 200 when it verifies and 401 when it
+body (either signature scheme: the X-<Service>-Signature header, or the
+Standard Webhooks headers of a ``standard`` subscription), printed as one line, and answered 200 when it verifies and 401 when it
 does not. ``status`` makes it answer that status to every delivery instead,
 to watch retries, permanent failures and the auto-pause happen.
 
