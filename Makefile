@@ -26,6 +26,14 @@ $(BIN)/.installed-docs: $(BIN)/.installed
 
 install: $(BIN)/.installed
 
+.PHONY: cluster
+## cluster: the whole service as a cluster of network namespaces on this machine (root),
+## under load through the full fault schedule; prints the figures and, last,
+## `cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F` (docs/reliability.md).
+cluster: $(BIN)/.installed
+	bash scripts/cluster-setup.sh
+	$(BIN)/python -m cluster
+
 ## run: the whole service on the embedded defaults (SQLite + file broker), no server needed.
 ## `webhooks dev` migrates too; PORT (default 5000) and WEBHOOKS_* variables pass through.
 run: $(BIN)/.installed

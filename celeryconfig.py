@@ -16,6 +16,8 @@ Why each setting is what it is (the README repeats this for operators):
   emit_event() waits at most a few seconds; the sweep sends what was parked.
 - Redis URLs use kombu's transport with one client per channel
   (webhooks/broker/redis_transport.py): kombu's builds one per command.
+- A ``sentinel://`` URL (several joined by ``;``) reaches Redis through its
+  Sentinels, with WEBHOOKS_BROKER_MASTER_NAME as the master's name.
 - Two queues: ``webhooks`` carries the deliveries and the sweep,
   ``webhooks.maintenance`` the retention purge, so a backlog of deliveries
   does not hold the purge back for hours. The sweep stays behind the
@@ -84,6 +86,16 @@ else:
         "socket_timeout": max(_settings.publish_timeout, 5.0),
         "retry_on_timeout": False,
     }
+    if _settings.is_sentinel_broker:
+        # kombu's Sentinel transport: asks the Sentinels of the URL
+        # ("sentinel://h1:26379;sentinel://h2:26379") where the master is, again on
+        # every reconnection, so a failover costs a reconnect (docs/scaling.md).
+        broker_transport = "webhooks.broker.redis_transport:SentinelTransport"
+        broker_transport_options["master_name"] = _settings.broker_master_name
+        broker_transport_options["sentinel_kwargs"] = {
+            "socket_connect_timeout": _settings.publish_timeout,
+            "socket_timeout": max(_settings.publish_timeout, 5.0),
+        }
 
 beat_schedule = {
     "webhooks-sweep": {

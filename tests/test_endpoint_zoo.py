@@ -86,16 +86,19 @@ def test_each_zoo_endpoint_ends_as_expected_within_its_deadline(sender, hasty, e
 
 @pytest.fixture
 def recorder():
-    """An endpoint that answers 200 and keeps the head of every request it gets."""
-    endpoint = ZooEndpoint(answer(200))
+    """An endpoint that answers 200 and keeps the head of every request it gets (its server
+    closes after each answer, and says so)."""
+    endpoint = ZooEndpoint(answer(200, b"ok", b"Connection: close\r\n"))
     yield endpoint
     endpoint.close()
 
 
 @pytest.mark.parametrize("name", ["cookie-flood", "cookie-domain"])
-def test_a_cookie_an_endpoint_sets_is_never_sent_again(sender, endpoints, recorder, name):
+def test_a_cookie_an_endpoint_sets_is_never_sent_again(certificates, endpoints, recorder, name):
     """CONTRACT 9.1: one tenant's Set-Cookie (for its host, or with Domain= for a domain that
-    another tenant's host shares) never reaches a later request, to it or to anyone."""
+    another tenant's host shares) never reaches a later request, to it or to anyone. A sender
+    of the test's own: no connection kept alive by the module's other tests is reused."""
+    sender = _sender(certificates, TIMEOUT_S)
     endpoint, _ = endpoints[name]
     for _ in range(3):
         assert sender.post(url_of(name, endpoint), BODY, HEADERS).status_code == 200

@@ -192,14 +192,14 @@ def test_0008_counts_the_deliveries_already_waiting_then_keeps_counting(old_sche
         assert "waiting_counts" not in sqlalchemy.inspect(connection).get_table_names()
 
 
-# ---------------------------------------------------------------- 0012 and 0013 on rows
+# ---------------------------------------------------------------- 0013 and 0014 on rows
 
 
-def test_0012_gives_paused_subscriptions_the_reason_failures_and_0013_the_service_scheme(
+def test_0013_gives_paused_subscriptions_the_reason_failures_and_0014_the_service_scheme(
         old_schema):
     engine, url = old_schema
     with engine.begin() as connection:
-        run_alembic(connection, url, "upgrade", "0011")
+        run_alembic(connection, url, "upgrade", "0012")
         connection.exec_driver_sql(
             "INSERT INTO subscriptions (id, account_id, url, secret, status, "
             "consecutive_failures, paused_at, created_at) VALUES ('s2', 'a1', "
@@ -214,7 +214,7 @@ def test_0012_gives_paused_subscriptions_the_reason_failures_and_0013_the_servic
     assert [tuple(row) for row in rows] == [("s1", "active", None, "service"),
                                            ("s2", "paused", "failures", "service")]
     with engine.begin() as connection:
-        run_alembic(connection, url, "downgrade", "0011")
+        run_alembic(connection, url, "downgrade", "0012")
     with engine.connect() as connection:
         columns = {c["name"] for c in sqlalchemy.inspect(connection).get_columns("subscriptions")}
     assert not {"paused_reason", "signature_scheme"} & columns

@@ -13,6 +13,7 @@ from tests.support.services import REDIS_URL
 from webhooks.broker.redis_transport import Transport, uses_this_transport
 
 TRANSPORT = "webhooks.broker.redis_transport:Transport"
+SENTINEL_TRANSPORT = "webhooks.broker.redis_transport:SentinelTransport"
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def test_it_serves_kombus_redis_schemes_only(url, ours):
 def test_celery_uses_it_for_redis_urls(tmp_path):
     """Read in a fresh interpreter, as each worker and web process reads celeryconfig."""
     assert transport_for("redis://127.0.0.1:6379/0", tmp_path) == TRANSPORT
-    assert transport_for("sentinel://127.0.0.1:26379", tmp_path) == "None"
+    assert transport_for("sentinel://127.0.0.1:26379", tmp_path) == SENTINEL_TRANSPORT
 
 
 def test_a_rediss_url_connects_as_with_kombus_transport():

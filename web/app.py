@@ -13,6 +13,7 @@ from .dashboard import bp as dashboard_bp
 from .dashboard import register_dashboard
 from .dashboard.blueprint import signed_in_account_id
 from .errors import register_error_handlers
+from .portal_config import load_portal_config
 
 __all__ = ["create_app"]
 
@@ -27,7 +28,9 @@ def create_app(config: dict | None = None) -> Flask:
     # Parse the settings now: a malformed WEBHOOKS_* variable stops the web
     # process at start, naming the variable, not on some later request.
     settings = get_settings()
+    portal_config = load_portal_config()
     app = Flask(__name__)
+    app.extensions["portal_config"] = portal_config
     app.config["MAX_CONTENT_LENGTH"] = settings.max_request_bytes
     if config:
         app.config.update(config)

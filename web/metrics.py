@@ -52,15 +52,17 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from webhooks.storage import clock
 from webhooks.config import get_settings
 from webhooks.storage import waiting_counts as waiting
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_engine
 from webhooks.storage.models import (AttemptTotal, Delivery, DeliveryStatus, Subscription,
-                             SubscriptionStatus, utcnow)
+                             SubscriptionStatus)
 from webhooks.storage.rollup import DURATION_BUCKETS_MS
 
 from .errors import ApiError
+from .replica import usable as replica_usable
 
 __all__ = ["bp", "DURATION_BUCKETS_S", "DatabaseCollector", "registry"]
 
@@ -141,8 +143,12 @@ class DatabaseCollector:
 
     def collect(self):
         try:
-            with get_engine().begin() as connection:
-                snapshot = read_snapshot(connection, utcnow())
+            # The replica when one is set and answering: a scrape writes nothing.
+            settings = get_settings()
+            url = settings.read_database_url if replica_usable() else settings.database_url
+            with get_engine(url).begin() as connection:
+                # The database's time: the queue's lag is measured against due times it wrote.
+                snapshot = read_snapshot(connection, clock.now())
         except Exception as error:  # noqa: BLE001 - the scrape still answers, saying so
             log.warning("metrics: the database could not be read: %s", type(error).__name__)
             yield GaugeMetricFamily(

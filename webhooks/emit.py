@@ -26,6 +26,7 @@ from webhooks.errors import NotFound
 from webhooks.events.inputs import envelope_bytes, validate_input
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
+from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
 from webhooks.storage.emit_statement import store_in_one_statement
@@ -184,7 +185,7 @@ def _store(
 def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None):
     """Validate and store in ``session``'s transaction; returns the event and what to publish."""
     validate_input(account_id, event_type, data, idempotency_key)
-    event_id, created_at = new_id(), utcnow()
+    event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     connection = session.connection()
     if only_subscription is None:
@@ -240,7 +241,7 @@ def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settin
     stored, and publishes the deliveries that first try stored.
     """
     validate_input(account_id, event_type, data, idempotency_key)
-    event_id, created_at = new_id(), utcnow()
+    event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     values = dict(event_id=event_id, account_id=account_id, event_type=event_type,
                   pausable=held_by_pause(event_type), version=settings.version,

@@ -67,7 +67,7 @@ def test_pausing_a_paused_subscription_changes_nothing(client, alice, broker):
 
 
 def test_a_paused_row_without_a_reason_shows_failures(client, alice):
-    """A worker of the release before migration 0012 pauses without a reason; it paused only
+    """A worker of the release before migration 0013 pauses without a reason; it paused only
     for failures."""
     subscription_id = make_subscription(alice.account_id, status="paused")
     body = client.get(f"{BASE}/{subscription_id}", headers=alice.headers).get_json()

@@ -16,9 +16,11 @@ from flask import Flask
 from webhooks.config import get_settings
 
 from . import (  # noqa: F401  (routes)
-    views_deliveries, views_overview, views_recover, views_rotation, views_subscriptions,
+    views_deliveries, views_overview, views_portal, views_recover, views_rotation,
+    views_subscriptions,
 )
 from .blueprint import bp, csrf
+from .portal import PortalCookieSessionInterface
 from .secret_key import session_secret_key
 
 __all__ = ["register_dashboard", "bp", "SESSION_LIFETIME"]
@@ -49,5 +51,7 @@ def register_dashboard(app: Flask) -> None:
         # A token lives as long as the session it belongs to (a tab left open works).
         WTF_CSRF_TIME_LIMIT=None,
     )
+    # A portal session's cookie is SameSite=None; Secure while framing is allowed (portal.py).
+    app.session_interface = PortalCookieSessionInterface()
     csrf.init_app(app)
     app.register_blueprint(bp)

@@ -7,6 +7,9 @@ request checks that row and loads the account again, so a page always
 belongs to one account and every query is scoped to it. Every POST must
 carry the form's CSRF token (Flask-WTF), checked here before any view runs;
 the JSON API elsewhere in the app uses Bearer keys and is not affected.
+A portal link (portal.py, views_portal.py) starts a session that ends at the
+link's expiry and may be read-only: a read-only session is refused every
+state-changing request (403) here, before CSRF or any view.
 """
 
 from __future__ import annotations
@@ -37,12 +40,13 @@ from webhooks.storage.models import Account, utcnow
 
 from ..errors import rate_limit_exceeded
 from ..transaction import db_session
-from . import sessions
+from . import portal, sessions
 from .plain_http import plain_http_advice
 from .url_breaks import breakable_url
 
 __all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
-           "end_session", "safe_next", "PUBLIC_ENDPOINTS"]
+           "end_session", "is_read_only", "allow_portal_framing", "safe_next",
+           "PUBLIC_ENDPOINTS"]
 
 log = logging.getLogger("web.dashboard")
 
@@ -52,14 +56,13 @@ csrf = CSRFProtect()
 _ACCOUNT_KEY = "account_id"
 _TOKEN_KEY = "session"  # the token of the session's row (sessions.py)
 # Endpoints that answer without a signed-in account.
-PUBLIC_ENDPOINTS = {"dashboard.index", "dashboard.sign_in", "dashboard.sign_out"}
+PUBLIC_ENDPOINTS = {"dashboard.index", "dashboard.sign_in", "dashboard.sign_out",
+                    "dashboard.open_portal_link"}
 
 _SECURITY_HEADERS = {
-    # The pages are forms that act: never framed (clickjacking), no script at all.
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
-        "frame-ancestors 'none'; base-uri 'none'"
-    ),
+    # The pages are forms that act: never framed (clickjacking), no script at all; a portal
+    # session's pages may be framed by WEBHOOKS_PORTAL_FRAME_ANCESTORS only (_framing_headers).
+    "Content-Security-Policy": portal.content_security_policy(()),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
@@ -79,22 +82,43 @@ def signed_in_account_id() -> str | None:
     return account_id if isinstance(account_id, str) else None
 
 
-def start_session(account: Account) -> None:
+def start_session(account: Account, *, expires_at: dt.datetime | None = None,
+                  read_only: bool = False, portal_link: bool = False) -> None:
     """Start a fresh session for ``account`` (the old one, CSRF token included, is dropped),
-    stored on the server until PERMANENT_SESSION_LIFETIME from now."""
+    stored on the server until ``expires_at`` (default: PERMANENT_SESSION_LIFETIME from now).
+
+    ``portal_link``: opened by a portal link (its pages may be framed, portal.py); ``read_only``:
+    the session may look but not act.
+    """
     sessions.close_session(db_session(), session.get(_TOKEN_KEY))
-    token = sessions.open_session(db_session(), account.id, utcnow(),
-                                  current_app.permanent_session_lifetime)
+    now = utcnow()
+    lifetime = (current_app.permanent_session_lifetime if expires_at is None
+                else expires_at - now)
+    token = sessions.open_session(db_session(), account.id, now, lifetime, read_only=read_only)
     session.clear()
     session[_ACCOUNT_KEY] = account.id
     session[_TOKEN_KEY] = token
-    session.permanent = True  # the cookie expires with the row
+    if portal_link:
+        session[portal.PORTAL_KEY] = True
+    session.permanent = True  # the cookie outlives no row: the server checks the row
 
 
 def end_session() -> None:
     """End the session on the server (every copy of the cookie) and clear this cookie."""
     sessions.close_session(db_session(), session.get(_TOKEN_KEY))
     session.clear()
+    g.dashboard_live_session = g.dashboard_account = None  # the rest of this request too
+
+
+def is_read_only() -> bool:
+    """True when this request's session may look but not act (a read-only portal link)."""
+    live = _live_session()
+    return live is not None and live.read_only
+
+
+def allow_portal_framing() -> None:
+    """Let this answer be framed by WEBHOOKS_PORTAL_FRAME_ANCESTORS (a portal link's own pages)."""
+    g.portal_framing = True
 
 
 def safe_next(target: str | None) -> str:
@@ -114,6 +138,31 @@ def safe_next(target: str | None) -> str:
     return target
 
 
+def _live_session():
+    """This request's session row if it is live and names the cookie's account (once a request)."""
+    if "dashboard_live_session" not in g:
+        account_id = session.get(_ACCOUNT_KEY)
+        live = None
+        if isinstance(account_id, str):
+            live = sessions.live_session(db_session(), session.get(_TOKEN_KEY), utcnow())
+            if live is not None and live.account_id != account_id:
+                live = None
+        g.dashboard_live_session = live
+    return g.dashboard_live_session
+
+
+@bp.before_request
+def _refuse_changes_when_read_only():
+    # First of the hooks: a read-only session is refused whatever the form holds (even
+    # without a CSRF token), on every route with a state-changing method, present or future.
+    if is_read_only() and portal.refused_when_read_only(request.method, request.endpoint):
+        log.info("read-only dashboard session refused %s %s", request.method, request.path)
+        g.dashboard_account = _signed_in_account()  # the page's header shows who is signed in
+        return _error_page(403, "Read-only session",
+                           "This session can look at every page but cannot change anything.")
+    return None
+
+
 @bp.before_request
 def _check_csrf() -> None:
     # Raises CSRFError (400) for a POST without a valid token for this session.
@@ -122,20 +171,23 @@ def _check_csrf() -> None:
 
 def _signed_in_account() -> Account | None:
     """The account of this request's session if the session is live on the server."""
-    account_id = session.get(_ACCOUNT_KEY)
-    if not isinstance(account_id, str):
-        return None
-    live = sessions.live_session(db_session(), session.get(_TOKEN_KEY), utcnow())
-    if live is None or live.account_id != account_id:
+    live = _live_session()
+    if live is None:
         return None  # signed out, expired, or a cookie from before sessions were stored
-    return db_session().get(Account, account_id)
+    return db_session().get(Account, live.account_id)
 
 
 @bp.before_request
 def _load_account():
     account = _signed_in_account()
     if account is None and session.get(_ACCOUNT_KEY) is not None:
+        was_portal = bool(session.get(portal.PORTAL_KEY))
         session.clear()  # the session ended, or the account is gone
+        if was_portal:
+            # Its next pages (sign-in) stay framable by the allowed origins: the frame shows
+            # why, not a blocked page.
+            session[portal.PORTAL_KEY] = True
+            flash("Your session has ended. Ask for a new link to continue.", "info")
     g.dashboard_account = account
     if account is None and request.endpoint not in PUBLIC_ENDPOINTS:
         if request.method == "GET":
@@ -145,11 +197,29 @@ def _load_account():
     return None
 
 
+def _framing_headers() -> dict[str, str]:
+    """The security headers of this answer: framable by the allowed origins on a portal
+    session's pages (and a portal link's own), else never."""
+    ancestors = portal.frame_ancestors()
+    if not ancestors or not (g.get("portal_framing") or session.get(portal.PORTAL_KEY)):
+        return _SECURITY_HEADERS
+    headers = {name: value for name, value in _SECURITY_HEADERS.items()
+               if name != "X-Frame-Options"}  # XFO cannot name several origins; CSP does
+    headers["Content-Security-Policy"] = portal.content_security_policy(ancestors)
+    return headers
+
+
 @bp.after_request
 def _security_headers(response: Response) -> Response:
-    for name, value in _SECURITY_HEADERS.items():
+    for name, value in _framing_headers().items():
         response.headers.setdefault(name, value)
     return response
+
+
+@bp.app_template_global("read_only_session")
+def _read_only_session() -> bool:
+    """Templates hide every action (button, form, link to a form) when this is true."""
+    return g.get("dashboard_account") is not None and is_read_only()
 
 
 @bp.app_template_filter("when")

@@ -23,6 +23,7 @@ from .deliveries import (
     delivery_resource,
 )
 from .events import ENVELOPE_SCHEMAS, EventTypeListSchema, EventTypeSchema, SampleQuerySchema
+from .portal_links import PortalLinkCreateSchema, PortalLinkSchema
 from .subscriptions import (
     MAX_DESCRIPTION_LENGTH,
     MAX_IN_FLIGHT_MAX,
@@ -50,4 +51,5 @@ __all__ = [
     "SubscriptionSchema", "SubscriptionUpdateSchema", "SubscriptionWithSecretSchema",
     "TestSentSchema", "MAX_IN_FLIGHT_MAX", "RATE_LIMIT_RANGE", "RecoveredSchema",
     "RecoverSchema", "RotateSecretSchema", "subscription_resource",
+    "PortalLinkCreateSchema", "PortalLinkSchema",
 ]

@@ -243,7 +243,7 @@ class SubscriptionWithSecretSchema(SubscriptionSchema):
 
 def _paused_reason(subscription: Subscription) -> str | None:
     """Null while active; a paused one's reason, ``failures`` when none was stored (a worker
-    of the release before 0012 paused it, and that one paused only for failures)."""
+    of the release before 0013 paused it, and that one paused only for failures)."""
     if subscription.status != SubscriptionStatus.PAUSED.value:
         return None
     return subscription.paused_reason or PauseReason.FAILURES.value

@@ -14,7 +14,8 @@ builds another only if the channel's pool was replaced. The asynchronous
 client (the worker's polling loop) is kombu's as it was.
 
 celeryconfig.py selects this transport for ``redis://`` and ``rediss://``
-URLs (``REDIS_SCHEMES``); others (``sentinel://``, ``redis+socket://``) keep
+URLs (``REDIS_SCHEMES``), and :class:`SentinelTransport` for ``sentinel://``
+(kombu's, with a fix for a lost master); others (``redis+socket://``) keep
 kombu's own.
 """
 
@@ -22,7 +23,8 @@ from __future__ import annotations
 
 from kombu.transport import redis
 
-__all__ = ["Transport", "Channel", "REDIS_SCHEMES", "uses_this_transport"]
+__all__ = ["Transport", "Channel", "SentinelTransport", "SentinelChannel", "REDIS_SCHEMES",
+           "uses_this_transport"]
 
 REDIS_SCHEMES = ("redis", "rediss")
 
@@ -50,3 +52,37 @@ class Transport(redis.Transport):
     """kombu's Redis transport with :class:`Channel`."""
 
     Channel = Channel
+
+
+class SentinelChannel(redis.SentinelChannel):
+    """kombu's Sentinel channel, surviving the close that follows a lost master.
+
+    When the master goes away, Celery closes the worker's broker connection;
+    kombu first detaches that connection from its transport, then closes the
+    channel, which rebuilds its pool to give the unacknowledged messages back
+    and needs the connection's address to do so: with kombu 5.7 the worker
+    died there (AttributeError: 'NoneType' object has no attribute 'hostname')
+    instead of reconnecting to the promoted replica, as the cluster's
+    ``redis-primary-kill`` fault showed (docs/reliability.md). This channel
+    keeps the connection it was opened with and uses it then.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._opened_with = self.connection.client
+
+    def _get_pool(self, asynchronous=False):
+        transport = self.connection
+        if transport.client is not None or self._opened_with is None:
+            return super()._get_pool(asynchronous)
+        transport.client = self._opened_with  # read by _connparams and for the Sentinels
+        try:
+            return super()._get_pool(asynchronous)
+        finally:
+            transport.client = None
+
+
+class SentinelTransport(redis.SentinelTransport):
+    """kombu's Sentinel transport with :class:`SentinelChannel` (``sentinel://`` URLs)."""
+
+    Channel = SentinelChannel

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Mapping
 
 from webhooks.config.values import (
-    DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, purge_batch, purge_seconds, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
+    DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, SENTINEL_NAME_RE, read_database_url, purge_batch, purge_seconds, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
 )
 from webhooks.errors import ConfigError  # noqa: F401 - raised by the parsers; callers catch it from here
 
@@ -30,7 +30,14 @@ class Settings:
 
     data_dir: Path = Path("webhooks-data")
     database_url: str = ""
+    # A streaming replica for the dashboard's pages, the API's lists and /metrics
+    # ("" = read the primary too); see web/transaction.py for what stays on the primary.
+    read_database_url: str = ""
     broker_url: str = ""
+    broker_master_name: str = "mymaster"  # the Sentinel master of a sentinel:// broker URL
+    # How long (s) a signed-in dashboard user reads the primary after a change they made.
+    read_own_writes_for: float = 10.0
+    read_max_lag: float = 10.0  # a replica further behind than this (s) is not read
     retry_delays: tuple[int, ...] = DEFAULT_RETRY_DELAYS
     pause_after: int = 25
     service_name: str = "Service"
@@ -47,6 +54,7 @@ class Settings:
     dns_threads: int = 128  # DNS look-ups running at once per process (connections.py)
     sweep_interval: float = 5.0
     recover_after: float = 120.0
+    clock_refresh: float = 30.0  # how often (s) each process measures its offset to the database's clock
     sweep_batch: int = 5000
     retention_days: int = 30
     purge_batch: int = 500
@@ -91,6 +99,16 @@ class Settings:
     def is_embedded_broker(self) -> bool:
         return self.broker_url.startswith("filesystem")
 
+    @property
+    def is_sentinel_broker(self) -> bool:
+        """True for kombu's ``sentinel://h1:26379;sentinel://h2:26379`` broker URLs."""
+        return self.broker_url.startswith("sentinel://")
+
+    @property
+    def reads_database_url(self) -> str:
+        """Where read-only pages read: WEBHOOKS_READ_DATABASE_URL, else the primary."""
+        return self.read_database_url or self.database_url
+
     def header(self, suffix: str) -> str:
         """The delivery header name ``X-<service>-<suffix>``, e.g. ``X-Service-Signature``."""
         return f"X-{self.service_name}-{suffix}"
@@ -113,7 +131,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     return Settings(
         data_dir=data_dir,
         database_url=database_url,
+        read_database_url=read_database_url(env, database_url),
         broker_url=broker_url,
+        broker_master_name=matching(
+            env, "WEBHOOKS_BROKER_MASTER_NAME", "mymaster", SENTINEL_NAME_RE,
+            "a Sentinel master name (letters, digits, '.', '_', '-')",
+        ),
+        read_own_writes_for=positive_number(
+            env, "WEBHOOKS_READ_OWN_WRITES_FOR", 10.0, allow_zero=True),
+        read_max_lag=positive_number(env, "WEBHOOKS_READ_MAX_LAG", 10.0),
         retry_delays=retry_delays(env),
         pause_after=positive_number(env, "WEBHOOKS_PAUSE_AFTER", 25, integer=True),
         service_name=matching(
@@ -142,6 +168,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         dns_threads=positive_number(env, "WEBHOOKS_DNS_THREADS", 128, integer=True),
         sweep_interval=positive_number(env, "WEBHOOKS_SWEEP_INTERVAL", 5.0),
         recover_after=positive_number(env, "WEBHOOKS_RECOVER_AFTER", 120.0),
+        clock_refresh=positive_number(env, "WEBHOOKS_CLOCK_REFRESH", 30.0),
         sweep_batch=positive_number(env, "WEBHOOKS_SWEEP_BATCH", 5000, integer=True),
         retention_days=positive_number(
             env, "WEBHOOKS_RETENTION_DAYS", 30, integer=True, allow_zero=True

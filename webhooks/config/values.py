@@ -13,13 +13,14 @@ from webhooks.errors import ConfigError
 __all__ = [
     "get", "positive_number", "retry_delays", "boolean", "matching", "version", "secret_key",
     "ca_bundle", "metrics_token", "log_level", "rate_limit", "rate_limit_storage",
-    "purge_batch", "purge_seconds",
+    "purge_batch", "purge_seconds", "read_database_url", "SENTINEL_NAME_RE",
 ]
 
 DEFAULT_RETRY_DELAYS = (60, 300, 1800, 7200, 43200)
 DEFAULT_VERSION = "2026-07-30"
 _VERSION_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 SERVICE_NAME_RE = re.compile(r"^[A-Za-z0-9]+(-[A-Za-z0-9]+)*$")
+SENTINEL_NAME_RE = re.compile(r"^[A-Za-z0-9._-]+$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -48,6 +49,7 @@ UNITS = {
     "WEBHOOKS_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_TEST_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "attempts",
+    "WEBHOOKS_DNS_THREADS": "threads",
     "WEBHOOKS_SWEEP_BATCH": "deliveries",
     "WEBHOOKS_PURGE_BATCH": "deliveries",
     "WEBHOOKS_RECOVER_BATCH": "deliveries",
@@ -56,6 +58,9 @@ UNITS = {
     "WEBHOOKS_DB_MAX_OVERFLOW": "connections",
     "WEBHOOKS_MAX_SUBSCRIPTIONS": "subscriptions",
     "WEBHOOKS_TRUSTED_PROXIES": "proxies",
+    "WEBHOOKS_CLOCK_REFRESH": "seconds",
+    "WEBHOOKS_READ_OWN_WRITES_FOR": "seconds",
+    "WEBHOOKS_READ_MAX_LAG": "seconds",
 }
 
 
@@ -252,3 +257,20 @@ def rate_limit_storage(env, broker_url: str) -> str:
     if broker_url.startswith(("redis://", "rediss://")):
         return broker_url
     return "memory://"
+
+
+def read_database_url(env, database_url: str) -> str:
+    """WEBHOOKS_READ_DATABASE_URL: a replica of the primary on the same backend ("" = none).
+
+    A SQLite file cannot have a streaming replica, and a replica of another kind than the
+    primary would be another database: both are refused."""
+    name = "WEBHOOKS_READ_DATABASE_URL"
+    raw = get(env, name)
+    if not raw:
+        return ""
+    if not raw.startswith(("postgresql://", "postgresql+")):
+        raise ConfigError(f"{name} must be a postgresql:// URL of a streaming replica, got a "
+                          f"{raw.partition('://')[0] or 'malformed'} URL")
+    if not database_url.startswith(("postgresql://", "postgresql+")):
+        raise ConfigError(f"{name} needs WEBHOOKS_DATABASE_URL to be a PostgreSQL primary")
+    return raw

@@ -27,6 +27,7 @@ from webhooks.lifecycle.record import Recorded, record
 from webhooks.sender.post import LOCATION_LIMIT, AttemptResult, HttpSender, Sender
 from webhooks.sender.retry_after import retry_after_seconds
 from webhooks.signing import sign, standard_headers
+from webhooks.storage import clock
 from webhooks.storage.db import attempt_transaction, get_attempt_engine
 from webhooks.storage.models import utcnow
 from webhooks.storage.receiver_text import storable_text
@@ -127,7 +128,7 @@ def run_attempt(
         return None
     if claimed is None:
         return None
-    started_at = utcnow()
+    started_at = clock.now()
     result = _send(sender or default_sender(settings), claimed, settings)
     recorded = _record_or_internal_error(engine, claimed, result, started_at, settings)
     if recorded is None:
@@ -145,7 +146,7 @@ def _claim(connection, delivery_id: str, attempt_count: int,
     """Claim the attempt (claim.py) and let it through the subscription's rate limit
     (pacing.py). On the attempt engine the claim has committed before the rate limit's
     check runs; if that check fails, the sweep takes the claim back."""
-    now = utcnow()
+    now = clock.now()
     claimed = claim(connection, delivery_id, attempt_count, now, Caps.of(settings))
     if claimed is None:
         return None
@@ -207,7 +208,7 @@ def _record(connection, claim, result, started_at, settings) -> _Finished | None
     """Decide the next step (policy.next_step, with the wait a 429's or 503's Retry-After
     asks for) and record it. A short retry rides a countdown only while the deployment's
     countdown budget has room. Text from the receiver is made storable first."""
-    now = utcnow()
+    now = clock.now()
     rules = rules_of(settings)
     step = policy.next_step(
         claim.attempt_number, result.status_code, claim.event_type, rules,

@@ -140,6 +140,8 @@ _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            staged_secret(subscriptions, _NOW).label("staged_secret"))
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced)
+# The names of a claimed row's columns, in the order the backends return them.
+_COLUMNS = tuple(column.name for column in (*_TAKEN, *_LOADED))
 
 def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.datetime,
           caps: Caps = Caps()) -> Claim | None:
@@ -162,11 +164,16 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
     if row is None:
         turn_away(connection, delivery_id, attempt_count, now)
         return None
-    (subscription_id, event_id, event_type, paced, body, version, url, secret, headers,
-     rate_limit, scheme, staged) = row
-    return Claim(delivery_id, attempt_count + 1, event_id, event_type, subscription_id, url,
-                 secret, bytes(body), version, headers or {}, rate_limit, bool(paced),
-                 scheme or "service", staged)
+    # By name, not by position: a column added to _TAKEN or _LOADED is one more field of Claim.
+    loaded = dict(zip(_COLUMNS, row))
+    return Claim(delivery_id=delivery_id, attempt_number=attempt_count + 1,
+                 event_id=loaded["event_id"], event_type=loaded["event_type"],
+                 subscription_id=loaded["subscription_id"], url=loaded["url"],
+                 secret=loaded["secret"], body=bytes(loaded["body"]), version=loaded["version"],
+                 headers=loaded["headers"] or {}, rate_limit=loaded["rate_limit"],
+                 paced=bool(loaded["paced"]),
+                 signature_scheme=loaded["signature_scheme"] or "service",
+                 staged_secret=loaded["staged_secret"])
 
 
 # One statement, so it needs no transaction: a claimable delivery that was not claimed

@@ -17,6 +17,7 @@ from webhooks.broker.outbox import Dispatch, publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.lifecycle import states, transitions
 from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
+from webhooks.storage import clock
 from webhooks.storage import waiting_counts  # states.waiting is the predicate
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Delivery, Subscription, utcnow
@@ -40,7 +41,7 @@ def run_sweep(settings: Settings | None = None) -> int:
     with session_scope() as session:
         found = sweep(
             session,
-            utcnow(),
+            clock.now(),  # the database's: one clock for every host's rules
             timeout=settings.timeout,
             recover_after=settings.recover_after,
             batch=settings.sweep_batch,

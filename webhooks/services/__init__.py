@@ -12,4 +12,5 @@ lifecycle, storage or broker modules under them:
 - rotation: rotate the signing secret, activate or cancel a staged one
 - testing: send a test.ping
 - accounts: who an API key belongs to
+- portal_links: single-use links that sign a browser in to an account's dashboard
 """

@@ -42,6 +42,7 @@ __all__ = [
     "AttemptTotal",
     "WaitingCount",
     "DashboardSession",
+    "PortalLink",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -315,3 +316,27 @@ class DashboardSession(Base):
     # Expired rows are deleted in bounded batches at each sign-in (sessions.py).
     expires_at: Mapped[dt.datetime] = mapped_column(index=True)
     read_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+
+class PortalLink(Base):
+    """A single-use sign-in link to an account's dashboard (CONTRACT 9.3).
+
+    Made and spent by webhooks/services/portal_links.py.
+
+    The link's URL carries a random token; the row holds its SHA-256, so a
+    row read from the database cannot be used as a link. Opening the link
+    sets ``used_at`` (once: a conditional UPDATE) and starts a dashboard
+    session that ends at ``expires_at`` and is ``read_only`` if the link is.
+    """
+
+    __tablename__ = "portal_links"
+
+    # SHA-256 (hex) of the link's token.
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    account_id: Mapped[str] = mapped_column(
+        ForeignKey("accounts.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Spent links (expired or used) are deleted in bounded batches at each new link.
+    expires_at: Mapped[dt.datetime] = mapped_column(index=True)
+    read_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    used_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)

@@ -4,15 +4,15 @@
   every subscription used until now, so existing rows get it by the server
   default) or ``standard`` (Standard Webhooks; webhooks/tenants/schemes.py).
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-11-25
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

@@ -7,15 +7,15 @@
   ``failures``. A nullable column: workers of the revision before pause without
   a reason, which the API shows as null until the subscription is resumed.
 
-Revision ID: 0012
-Revises: 0011
+Revision ID: 0013
+Revises: 0012
 Create Date: 2026-11-25
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0012"
-down_revision = "0011"
+revision = "0013"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 

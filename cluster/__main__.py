@@ -1,0 +1,73 @@
+"""``python -m cluster [--short] [--faults a,b] [--seconds N] [--rate R]``: one run.
+
+Prints the progress, each fault's figures, and as its last line
+``cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F``;
+exits 0 only when L and S are 0. Needs root (network namespaces), PostgreSQL
+15's binaries, redis-server, nftables and faketime (scripts/cluster-setup.sh
+installs the Debian packages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+
+from . import faults as schedule
+from .scenario import run
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cluster")
+    parser.add_argument("--short", action="store_true", help="the short run of make test")
+    parser.add_argument("--faults", help="comma-separated fault names (default: all)")
+    parser.add_argument("--seconds", type=float, help="seconds of load")
+    parser.add_argument("--rate", type=float, help="events a second from each emitter")
+    args = parser.parse_args(argv)
+    faults = schedule.SHORT if args.short else schedule.FULL
+    if args.faults == "none":
+        faults = ()
+    elif args.faults:
+        faults = schedule.schedule_named(args.faults)
+    seconds = args.seconds or (schedule.SHORT_LOAD_S if args.short else schedule.FULL_LOAD_S)
+    rate = args.rate or (2.0 if args.short else 4.0)
+    try:
+        verdict, figures = run(faults, load_seconds=seconds, rate=rate,
+                               drain_timeout=120 if args.short else 180,
+                               log=lambda line: print(time.strftime("%H:%M:%S "), line,
+                                                      sep="", flush=True))
+    except KeyboardInterrupt:
+        print("cluster: interrupted; everything torn down", flush=True)
+        return 130
+    for fault in figures["faults"]:
+        print(f"cluster: fault {fault['name']}: held {fault['hold_s']} s, deliveries/s "
+              f"before {fault['before_per_s']}, during {fault['during_per_s']}, after "
+              f"{fault['after_per_s']}, recovered {fault['recover_s']} s after the repair, "
+              f"worst /ok wait {fault['worst_wait_s']} s, web reads {fault['reads_ok']} ok "
+              f"({fault['reads_failed_over']} failed over) {fault['reads_failed']} failed, "
+              f"duplicates {verdict.explained.get(fault['name'], 0)}")
+    print(f"cluster: throughput {figures['throughput_per_s']} deliveries/s over "
+          f"{figures['load_s']} s; /ok latency p50 {figures['ok_latency_p50_s']} s, "
+          f"max {figures['ok_latency_max_s']} s")
+    if verdict.unexplained:
+        print(f"cluster: {len(verdict.unexplained)} duplicates outside every fault's window: "
+              f"{verdict.unexplained[:5]}")
+    for url, (stored, expected) in verdict.counters.items():
+        print(f"cluster: pause counter of {url}: {stored} stored, {expected} from the attempts"
+              + ("" if stored == expected else "  <-- differs"))
+    for why, what in verdict.lost_detail:
+        print(f"cluster: lost: {why}: {what}")
+    for status, what in verdict.stuck_detail:
+        print(f"cluster: stuck: {status}: {what}")
+    passed = verdict.lost == 0 and verdict.stuck == 0
+    if args.short and passed:
+        shutil.rmtree(figures["run_dir"], ignore_errors=True)  # make test runs it every time
+    else:
+        print(f"cluster: logs and figures.json in {figures['run_dir']}")
+    print(verdict.line(), flush=True)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

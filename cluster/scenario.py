@@ -1,0 +1,306 @@
+"""One run of the cluster: up, load, faults, drain, check, down (``python -m cluster``).
+
+The hosts (each a network namespace, cluster/net.py): ``pg1`` (PostgreSQL
+primary), ``pg2`` (its streaming replica, made by pg_basebackup), ``redis1``
+and ``redis2`` (Redis primary and replica), ``sent1``..``sent3`` (Sentinels),
+``web1`` and ``web2`` (the Procfile's ``web``), ``work1``..``work3`` (its
+``worker``), ``beat`` (its ``scheduler``), ``recv1`` and ``recv2``
+(receivers, cluster/receiver.py), ``emit1`` and ``emit2`` (emitters,
+cluster/emitter.py), and ``ctl``, from where the set-up, the drain and the
+checker reach the cluster. Everything is torn down at the end, also on
+Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from . import checker, figures
+from .faults import run_schedule
+from .net import SUBNET, Host, Network, leftover_namespaces
+from .processes import Processes
+from .services import (MASTER_NAME, PG_BIN, PG_PORT, ROOT, SENTINEL_PORT, _as_postgres, procfile,
+                       start_postgres_primary, start_postgres_replica, start_procfile_entry,
+                       start_redis, start_sentinel, wait_for_port)
+
+__all__ = ["Cluster", "run", "PREFIX"]
+
+PREFIX = "whc"  # namespaces are named whc<pid>-<host>
+HOSTS = ("pg1", "pg2", "redis1", "redis2", "sent1", "sent2", "sent3", "web1", "web2",
+         "work1", "work2", "work3", "beat", "recv1", "recv2", "emit1", "emit2", "ctl")
+WEB_PORT, RECEIVER_PORT = 8000, 8080
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+# The ladder and recovery of the run: short, so that dead deliveries and recoveries happen
+# within minutes (README, "Configuration", says what each means).
+SERVICE_SETTINGS = {
+    "WEBHOOKS_RETRY_DELAYS": "2,4,8",
+    "WEBHOOKS_TIMEOUT": "5",
+    "WEBHOOKS_SWEEP_INTERVAL": "2",
+    "WEBHOOKS_RECOVER_AFTER": "10",
+    "WEBHOOKS_PAUSE_AFTER": "1000000",  # the /fail subscription is never paused: its counter climbs
+    "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receivers are on the cluster's own subnet
+    "WEBHOOKS_RETENTION_DAYS": "0",
+    "WEBHOOKS_CLOCK_REFRESH": "5",
+    "WEBHOOKS_BROKER_MASTER_NAME": MASTER_NAME,
+    "WEBHOOKS_SECRET_KEY": "cluster-run-secret-key-0123456789abcdef",
+    "WEBHOOKS_API_RATE_LIMIT": "off",
+}
+# libpq: give up on a connection attempt after 3 s, and on a connection whose packets go
+# unanswered after 10 s (TCP_USER_TIMEOUT), instead of the kernel's minutes.
+LIBPQ_OPTIONS = "connect_timeout=3&keepalives_idle=5&keepalives_interval=2&keepalives_count=3" \
+                "&tcp_user_timeout=10000"
+
+
+class Cluster:
+    """The hosts and processes of one run; ``with Cluster(...)`` tears everything down."""
+
+    def __init__(self, run_dir: Path, log=print):
+        self.run_dir = run_dir
+        self.log = log
+        self.net = Network(f"{PREFIX}{os.getpid()}")
+        self.processes = Processes(run_dir / "logs")
+        self.killed_redis: str | None = None
+        self.account: dict = {}
+        (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.down()
+
+    def host(self, name: str) -> Host:
+        return self.net.hosts[name]
+
+    # ---------------------------------------------------------------- environment
+    def url(self, host: str, *, driver: bool = True) -> str:
+        scheme = "postgresql+psycopg2" if driver else "postgresql"
+        return f"{scheme}://postgres@{self.host(host).address}:{PG_PORT}/webhooks?{LIBPQ_OPTIONS}"
+
+    def service_env(self, name: str) -> dict[str, str]:
+        sentinels = ";".join(f"sentinel://{self.host(s).address}:{SENTINEL_PORT}"
+                             for s in ("sent1", "sent2", "sent3"))
+        data = self.run_dir / "data" / name
+        data.mkdir(parents=True, exist_ok=True)
+        return {**SERVICE_SETTINGS, "PATH": os.environ["PATH"], "LANG": "C.UTF-8",
+                "HOME": str(data), "WEBHOOKS_DATA_DIR": str(data),
+                "WEBHOOKS_DATABASE_URL": self.url("pg1"),
+                "WEBHOOKS_READ_DATABASE_URL": self.url("pg2"),
+                "WEBHOOKS_BROKER_URL": sentinels}
+
+    def python(self, host: str, *argv: str, timeout: float = 120) -> dict:
+        """``python -m cluster.<argv>`` inside ``host``; its JSON answer."""
+        command = self.host(host).command(sys.executable, "-m", *argv)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                                env=self.service_env(host), cwd=ROOT)
+        if result.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv[:2])} failed: {result.stderr.strip()[-2000:]}")
+        return json.loads(result.stdout.strip().splitlines()[-1])
+
+    # ---------------------------------------------------------------- up
+    def up(self) -> None:
+        self.log(f"cluster: namespaces {self.net.prefix}-*, subnet {SUBNET}.0/24, "
+                 f"run folder {self.run_dir}")
+        self.net.create_switch()
+        for name in HOSTS:
+            self.net.add_host(name)
+        pg = self.run_dir / "pg"
+        pg.mkdir(mode=0o755)
+        start_postgres_primary(self.processes, self.host("pg1"), pg / "primary", SUBNET)
+        _as_postgres(str(PG_BIN / "createdb"), "-h", str(pg / "primary"), "-U", "postgres", "webhooks")
+        self._release()
+        start_postgres_replica(self.processes, self.host("pg2"), self.host("pg1"), pg / "replica")
+        self.start_redis("redis1")
+        self.start_redis("redis2", replica_of="redis1")
+        for name in ("sent1", "sent2", "sent3"):
+            start_sentinel(self.processes, name, self.host(name), self.host("redis1"),
+                           self.run_dir / "sentinel")
+        for name in ("recv1", "recv2"):
+            self.processes.start(
+                name, self.host(name),
+                [sys.executable, "-m", "cluster.receiver", self.host(name).address,
+                 str(RECEIVER_PORT), str(self.run_dir / "logs" / f"{name}.jsonl")],
+                env={"PATH": os.environ["PATH"]}, cwd=ROOT)
+        for name in ("web1", "web2"):
+            self.start_web(name)
+        for name in ("work1", "work2", "work3"):
+            self.start_worker(name)
+        start_procfile_entry(self.processes, "beat", "scheduler", self.host("beat"),
+                             self.service_env("beat"))
+        for name in ("recv1", "recv2"):
+            wait_for_port(self.host("ctl"), self.host(name).address, RECEIVER_PORT)
+        for name in ("web1", "web2"):
+            wait_for_port(self.host("ctl"), self.host(name).address, WEB_PORT,
+                          process=self.processes.running[name])
+        self.account = self.python(
+            "ctl", "cluster.probe", "setup", self.web_url("web1"),
+            ",".join(f"http://{self.host(r).address}:{RECEIVER_PORT}" for r in ("recv1", "recv2")))
+        self.log(f"cluster: up, {len(HOSTS)} hosts, {len(self.processes.running)} processes")
+
+    def _release(self) -> None:
+        """The Procfile's ``release`` entry (the migrations), run from the control host."""
+        command = procfile()["release"]
+        env = {**self.service_env("ctl"),
+               "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}"}
+        result = subprocess.run(self.host("ctl").command("sh", "-c", f"exec {command}"),
+                                capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+        if result.returncode != 0:
+            raise RuntimeError(f"release failed: {result.stderr.strip()[-2000:]}")
+
+    def web_url(self, name: str) -> str:
+        return f"http://{self.host(name).address}:{WEB_PORT}"
+
+    def start_web(self, name: str):
+        env = {**self.service_env(name), "PORT": str(WEB_PORT)}
+        return start_procfile_entry(self.processes, name, "web", self.host(name), env)
+
+    def start_worker(self, name: str, clock_offset: str | None = None):
+        env = self.service_env(name)
+        if clock_offset:
+            # A host whose clock is off: Linux has one clock for every namespace, so
+            # libfaketime moves this host's processes' clock alone.
+            env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME=clock_offset, FAKETIME_DONT_RESET="1")
+        return start_procfile_entry(self.processes, name, "worker", self.host(name), env)
+
+    def start_redis(self, name: str, replica_of: str | None = None):
+        return start_redis(self.processes, name, self.host(name), self.run_dir / "redis" / name,
+                           replica_of=self.host(replica_of) if replica_of else None)
+
+    def current_redis_primary(self) -> str:
+        """The host the Sentinels now name as the master."""
+        sentinels = ",".join(self.host(s).address for s in ("sent1", "sent2", "sent3"))
+        address = self.python("ctl", "cluster.probe", "master", sentinels, MASTER_NAME)["address"]
+        return next(name for name in ("redis1", "redis2") if self.host(name).address == address)
+
+    # ---------------------------------------------------------------- load and check
+    def start_emitters(self, rate: float, seconds: float) -> None:
+        webs = ",".join(self.web_url(w) for w in ("web1", "web2"))
+        for name in ("emit1", "emit2"):
+            env = {**self.service_env(name), "CLUSTER_ACCOUNT_ID": self.account["account_id"],
+                   "CLUSTER_API_KEY": self.account["api_key"]}
+            self.processes.start(
+                name, self.host(name),
+                [sys.executable, "-m", "cluster.emitter", name, str(rate), str(seconds),
+                 str(self.run_dir / "logs" / f"{name}.jsonl"), webs], env=env, cwd=ROOT)
+
+    def wait_for_emitters(self, timeout: float) -> None:
+        for name in ("emit1", "emit2"):
+            self.processes.running[name].popen.wait(timeout=timeout)
+
+    def drain(self, timeout: float) -> float:
+        """Wait until no delivery is pending or sending (or ``timeout`` s); returns the wait."""
+        started = time.monotonic()
+        while time.monotonic() - started < timeout:
+            try:
+                if not self.python("ctl", "cluster.probe", "waiting", self.url("pg1")):
+                    break
+            except RuntimeError as error:
+                self.log(f"cluster: drain check failed: {error}")
+            time.sleep(2)
+        return time.monotonic() - started
+
+    def check(self, faults: list[dict]) -> checker.Verdict:
+        logs = self.run_dir / "logs"
+        primary = self._read_primary()
+        return checker.verdict(
+            primary, checker.read_lines(sorted(logs.glob("emit*.jsonl"))),
+            checker.read_lines(sorted(logs.glob("recv*.jsonl"))), faults,
+            max_attempts=len(SERVICE_SETTINGS["WEBHOOKS_RETRY_DELAYS"].split(",")) + 1,
+            explain_after=float(SERVICE_SETTINGS["WEBHOOKS_TIMEOUT"])
+            + float(SERVICE_SETTINGS["WEBHOOKS_RECOVER_AFTER"]) + 30,
+            stuck_slack=float(SERVICE_SETTINGS["WEBHOOKS_RECOVER_AFTER"]))
+
+    def _read_primary(self) -> dict:
+        """checker.read_primary, run inside the control host (the primary is there only)."""
+        out = self.run_dir / "primary.json"
+        script = ("import json,sys; from cluster.checker import read_primary; "
+                  "rows = read_primary(sys.argv[1]); "
+                  "rows['events'] = sorted(rows['events']); "
+                  "json.dump(rows, open(sys.argv[2], 'w'), default=str)")
+        result = subprocess.run(
+            self.host("ctl").command(sys.executable, "-c", script, self.url("pg1"), str(out)),
+            capture_output=True, text=True, timeout=300, cwd=ROOT, env=self.service_env("ctl"))
+        if result.returncode != 0:
+            raise RuntimeError(f"reading the primary failed: {result.stderr.strip()[-2000:]}")
+        rows = json.loads(out.read_text())
+        rows["events"] = set(rows["events"])
+        return rows
+
+    # ---------------------------------------------------------------- down
+    def down(self) -> None:
+        self.processes.stop_all()
+        self.net.remove()
+        shutil.rmtree(self.run_dir / "pg", ignore_errors=True)
+        shutil.rmtree(self.run_dir / "data", ignore_errors=True)
+
+
+def clean_leftovers(log=print) -> None:
+    """Remove the namespaces of earlier runs whose process is gone (a run killed by
+    SIGKILL could not tear down), after killing what still runs in them."""
+    for namespace in leftover_namespaces(PREFIX):
+        owner = namespace[len(PREFIX):].split("-")[0]
+        if owner.isdigit() and Path(f"/proc/{owner}").exists():
+            continue  # a run still going
+        pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
+                              text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        subprocess.run(["ip", "netns", "delete", namespace], capture_output=True)
+        log(f"cluster: removed the leftover namespace {namespace}")
+
+
+def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
+        run_dir: Path | None = None, log=print) -> tuple[checker.Verdict, dict]:
+    """The whole scenario; returns the verdict and the figures. Tears down on any exit."""
+    clean_leftovers(log)
+    run_dir = run_dir or Path(tempfile.mkdtemp(prefix="webhooks-cluster-"))
+    run_dir.chmod(0o755)
+    with _teardown_on_signals(), Cluster(run_dir, log) as cluster:
+        cluster.up()
+        load_started = time.time()
+        cluster.start_emitters(rate, load_seconds)
+        windows = run_schedule(cluster, faults, time.monotonic(), log)
+        cluster.wait_for_emitters(timeout=load_seconds + 300)
+        load_ended = time.time()
+        drained = cluster.drain(drain_timeout)
+        log(f"cluster: load over, drained in {drained:.0f} s")
+        verdict = cluster.check(windows)
+        received = checker.read_lines(sorted((run_dir / "logs").glob("recv*.jsonl")))
+        emitted = checker.read_lines(sorted((run_dir / "logs").glob("emit*.jsonl")))
+        summary = figures.summarize(windows, received, emitted, load_started, load_ended)
+        (run_dir / "figures.json").write_text(json.dumps(
+            {"faults": windows, "figures": summary, "verdict": verdict.__dict__}, indent=1,
+            default=str))
+    summary["run_dir"] = str(run_dir)
+    return verdict, summary
+
+
+class _teardown_on_signals:
+    """SIGTERM and SIGHUP end the run as Ctrl-C does, through the same teardown."""
+
+    def __enter__(self):
+        if threading.current_thread() is not threading.main_thread():
+            self.previous = None
+            return self
+
+        def interrupt(signum, _frame):
+            raise KeyboardInterrupt(f"signal {signum}")
+
+        self.previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
+        return self
+
+    def __exit__(self, *_):
+        for number, handler in (self.previous or {}).items():
+            signal.signal(number, handler)
