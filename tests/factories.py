@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription, new_id, utcnow
-from webhooks.tenants.accounts import create_account, new_signing_secret
+from webhooks.tenants.accounts import create_account
 
 
 def make_account(name: str = "acme") -> tuple[str, str]:
@@ -14,13 +14,17 @@ def make_account(name: str = "acme") -> tuple[str, str]:
         return account.id, key
 
 
-def make_subscription(account_id: str, url: str, event_types=None, status="active") -> Subscription:
-    """Create a subscription row directly (the HTTP API is tested on its own)."""
+def make_subscription(account_id: str, url: str, event_types=None, status="active",
+                      signature_scheme: str = "service") -> Subscription:
+    """Create a subscription row directly (the HTTP API is tested on its own), with a secret
+    of its ``signature_scheme``'s format."""
+    from webhooks.tenants.schemes import new_secret
+
     with session_scope() as session:
         subscription = Subscription(
-            id=new_id(), account_id=account_id, url=url, secret=new_signing_secret(),
+            id=new_id(), account_id=account_id, url=url, secret=new_secret(signature_scheme),
             event_types=event_types, status=status, consecutive_failures=0,
-            created_at=utcnow(),
+            created_at=utcnow(), signature_scheme=signature_scheme,
         )
         session.add(subscription)
     return subscription

@@ -75,6 +75,8 @@ def test_every_variable_is_read():
         ("WEBHOOKS_MAX_IN_FLIGHT", "-1"),
         ("WEBHOOKS_MAX_IN_FLIGHT", "2.5"),
         ("WEBHOOKS_MAX_IN_FLIGHT", "many"),
+        ("WEBHOOKS_RETRY_AFTER_MAX", "-1"),
+        ("WEBHOOKS_RETRY_AFTER_MAX", "1h"),
     ],
 )
 def test_malformed_values_name_the_variable(name, value):
@@ -85,6 +87,12 @@ def test_malformed_values_name_the_variable(name, value):
 @pytest.mark.parametrize("version", ["2028-02-29", "1999-12-31", "2026-07-30"])
 def test_a_real_date_is_a_version(version):
     assert load_settings({"WEBHOOKS_VERSION": version}).version == version
+
+
+def test_retry_after_is_capped_at_12_hours_and_0_keeps_the_plain_ladder():
+    assert load_settings({}).retry_after_max == 43200
+    assert load_settings({"WEBHOOKS_RETRY_AFTER_MAX": "0"}).retry_after_max == 0
+    assert load_settings({"WEBHOOKS_RETRY_AFTER_MAX": "600"}).retry_after_max == 600
 
 
 def test_countdown_limit_zero_parks_every_wait():

@@ -115,7 +115,7 @@ def test_a_success_resets_the_counter(delivery):
         assert session.get(Subscription, subscription_id).consecutive_failures == 0
 
 
-@pytest.mark.parametrize("end_status", [410, "dead"])
+@pytest.mark.parametrize("end_status", [404, "dead"])
 def test_a_failed_or_dead_delivery_can_be_replayed(delivery, end_status):
     delivery_id, _ = delivery
     if end_status == "dead":

@@ -52,7 +52,7 @@ def listener():
 
     def start(**kwargs):
         out = io.StringIO()
-        server = Listener(secret=SECRET, port=0, out=out, **kwargs)
+        server = Listener(**{"secret": SECRET, **kwargs}, port=0, out=out)
         # A short poll: shutdown() at teardown waits up to one poll interval (0.2 s in serve_forever).
         threading.Thread(target=server.server.serve_forever, kwargs={"poll_interval": 0.01},
                          daemon=True).start()
@@ -202,3 +202,25 @@ def test_the_command_verifies_with_either_of_two_secrets_during_a_rotation(tmp_p
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+def test_a_standard_webhooks_delivery_is_verified_too(listener):
+    """A subscription on the ``standard`` scheme (CONTRACT 9.3) sends webhook-* headers in
+    place of X-Service-Signature; listen verifies them with the whsec_ secret."""
+    import base64
+
+    from webhooks.signing import standard_headers
+
+    secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+    server, out = listener(secret=[secret])
+    headers, ids = _headers(BODY)
+    del headers["X-Service-Signature"]
+    signed = {**headers, **standard_headers([secret], ids["event"], BODY, int(time.time()))}
+    response = requests.post(server.url, data=BODY, headers=signed, timeout=5)
+    assert response.status_code == 200
+    other = "whsec_" + base64.b64encode(os.urandom(32)).decode()
+    forged = {**headers, **standard_headers([other], ids["event"], BODY, int(time.time()))}
+    assert requests.post(server.url, data=BODY, headers=forged, timeout=5).status_code == 401
+    first, second = out.getvalue().splitlines()
+    assert f"event={ids['event']}" in first and "  verified  -> 200" in first
+    assert "NOT verified: signature does not match the body and secret  -> 401" in second

@@ -190,3 +190,31 @@ def test_0008_counts_the_deliveries_already_waiting_then_keeps_counting(old_sche
     with engine.begin() as connection:  # no trigger is left behind to write a dropped table
         _waiting_rows(connection, ["pending"], first=6)
         assert "waiting_counts" not in sqlalchemy.inspect(connection).get_table_names()
+
+
+# ---------------------------------------------------------------- 0015 and 0016 on rows
+
+
+def test_0015_gives_paused_subscriptions_the_reason_failures_and_0016_the_service_scheme(
+        old_schema):
+    engine, url = old_schema
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0014")
+        connection.exec_driver_sql(
+            "INSERT INTO subscriptions (id, account_id, url, secret, status, "
+            "consecutive_failures, paused_at, created_at) VALUES ('s2', 'a1', "
+            "'https://example.com/', 'whsec_x', 'paused', 25, '2026-11-20 09:00:00', "
+            "'2026-11-20 09:00:00')")
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "head")
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT id, status, paused_reason, signature_scheme FROM subscriptions "
+            "ORDER BY id").all()
+    assert [tuple(row) for row in rows] == [("s1", "active", None, "service"),
+                                           ("s2", "paused", "failures", "service")]
+    with engine.begin() as connection:
+        run_alembic(connection, url, "downgrade", "0014")
+    with engine.connect() as connection:
+        columns = {c["name"] for c in sqlalchemy.inspect(connection).get_columns("subscriptions")}
+    assert not {"paused_reason", "signature_scheme"} & columns

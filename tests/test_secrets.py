@@ -101,7 +101,7 @@ def test_a_full_cycle_logs_no_secret_and_rotation_signs_the_next_attempt(cycle, 
 
     workers, receiver = cycle
     caplog.set_level(logging.DEBUG)
-    script = [500, 410]  # attempt 1 is retried, attempt 2 fails the delivery for good; then 200
+    script = [500, 404]  # attempt 1 is retried, attempt 2 fails the delivery for good; then 200
 
     def rule(arrival):
         return script.pop(0) if script else 200
@@ -198,7 +198,7 @@ def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog
     secret or the key."""
     from tests.api.helpers import make_subscription, new_caller
     from web import create_app
-    from webhooks.tenants.accounts import new_signing_secret
+    from webhooks.tenants.schemes import new_secret
 
     caplog.set_level(logging.DEBUG)
     client = create_app({"TESTING": True}).test_client()
@@ -206,12 +206,12 @@ def test_a_database_error_while_rotating_logs_no_secret(db, redis_broker, caplog
     subscription_id = make_subscription(caller.account_id)
     issued = []
 
-    def secret_then_outage():
-        issued.append(new_signing_secret())
+    def secret_then_outage(scheme):
+        issued.append(new_secret(scheme))
         terminate_backends()  # the request's own connection too: its UPDATE will fail
         return issued[-1]
 
-    monkeypatch.setattr("webhooks.tenants.rotation.new_signing_secret", secret_then_outage)
+    monkeypatch.setattr("webhooks.tenants.rotation.new_secret", secret_then_outage)
     response = client.post(f"{API}/subscriptions/{subscription_id}/rotate-secret",
                            headers=caller.headers, json=body)
     assert response.status_code == 500

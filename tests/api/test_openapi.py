@@ -45,7 +45,7 @@ def test_every_route_is_documented_with_its_methods(app, document):
     routes = _flask_routes(app)
     documented = {path: set(ops) for path, ops in document["paths"].items()}
     assert documented == routes
-    assert len(routes) == 15  # the contract's routes and this document
+    assert len(routes) == 16  # the contract's routes and this document
 
 
 def test_the_document_is_openapi_3(document):
@@ -123,7 +123,7 @@ def test_the_resource_schemas_match_the_contract(document):
     assert set(subscription["required"]) == {
         "id", "url", "event_types", "description", "status", "consecutive_failures",
         "paused_at", "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
-        "next_secret_active_at",
+        "next_secret_active_at", "paused_reason", "signature_scheme",
     }
     assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"]) | {
         "secret", "next_secret"

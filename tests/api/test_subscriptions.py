@@ -17,7 +17,7 @@ URL = "https://hooks.example.com/in"
 SUBSCRIPTION_KEYS = {
     "id", "url", "event_types", "description", "status", "consecutive_failures", "paused_at",
     "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
-    "next_secret_active_at",
+    "next_secret_active_at", "paused_reason", "signature_scheme",
 }
 SECRET_KEYS = {"secret", "next_secret"}
 

@@ -20,7 +20,8 @@ class Received:
 class Receiver:
     """Answers each path with its script: a list of statuses (the last one repeats).
 
-    A script item may also be ("hang", seconds, status) to sleep before answering.
+    A script item may also be ("hang", seconds, status) to sleep before answering, or
+    ("headers", status, {name: value}) to answer with those headers too.
     """
 
     host: str = "127.0.0.1"
@@ -38,7 +39,10 @@ class Receiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 item = receiver._record_and_script(self.path, dict(self.headers), body)
-                if isinstance(item, tuple):
+                extra = {}
+                if isinstance(item, tuple) and item[0] == "headers":
+                    _, status, extra = item
+                elif isinstance(item, tuple):
                     _, seconds, status = item
                     time.sleep(seconds)
                 else:
@@ -46,6 +50,8 @@ class Receiver:
                 payload = b'{"ok": true}'
                 try:
                     self.send_response(status)
+                    for name, value in extra.items():
+                        self.send_header(name, value)
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
                     self.wfile.write(payload)

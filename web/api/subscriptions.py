@@ -1,4 +1,4 @@
-"""``/api/webhooks/subscriptions``: register endpoints, change them, test, resume, rotate
+"""``/api/webhooks/subscriptions``: register endpoints, change them, test, pause, resume, rotate
 (at once or staged, then activate or cancel the staged secret), recover.
 
 Every query is scoped to the calling account and skips deleted
@@ -87,8 +87,9 @@ def _own(subscription_id: str) -> Subscription:
 @documented(
     "Create a subscription",
     description="Registers an endpoint. Without `event_types` (or with null) it receives "
-    "every event type. `headers`, `max_in_flight` and `rate_limit` are optional. The answer "
-    "holds the signing secret. Deleted subscriptions do not count toward the account's limit.",
+    "every event type. `headers`, `max_in_flight`, `rate_limit` and `signature_scheme` "
+    "(default `service`) are optional. The answer holds the signing secret, in the format "
+    "of its scheme. Deleted subscriptions do not count toward the account's limit.",
     body=SubscriptionCreateSchema,
     responses={201: ("The new subscription, with its secret", SubscriptionWithSecretSchema)},
     headers={201: {"Location": "the new subscription's path, "
@@ -101,7 +102,8 @@ def create() -> Response:
     body = load_body(SubscriptionCreateSchema())
     settings = _settings_of(body)
     check_target_allowed(body["url"])
-    subscription = subscriptions.create(db_session(), current_account_id(), body["url"], **settings)
+    subscription = subscriptions.create(db_session(), current_account_id(), body["url"],
+                                        signature_scheme=body["signature_scheme"], **settings)
     location = url_for(".get", subscription_id=subscription.id)
     return _answer(_WITH_SECRET, subscription, 201, {"Location": location})
 
@@ -139,11 +141,15 @@ def get(subscription_id: str) -> Response:
 @documented(
     "Change a subscription",
     description="Changes the fields given (`url`, `event_types`, `description`, `headers`, "
-    "`max_in_flight`, `rate_limit`); the others stay. `event_types: null` means every type; "
-    "`description: null` clears it; `headers` replaces every custom header (`{}` removes "
-    "them); `max_in_flight: null` and `rate_limit: null` go back to the defaults.",
+    "`max_in_flight`, `rate_limit`, `signature_scheme`); the others stay. `event_types: null` "
+    "means every type; `description: null` clears it; `headers` replaces every custom header "
+    "(`{}` removes them); `max_in_flight: null` and `rate_limit: null` go back to the "
+    "defaults. A `signature_scheme` other than the current one gives the subscription a new "
+    "secret of that scheme's format, which signs from the next attempt on (a staged secret "
+    "is dropped): the answer then holds `secret`.",
     body=SubscriptionUpdateSchema,
-    responses={200: ("The changed subscription", SubscriptionSchema)},
+    responses={200: ("The changed subscription; with `secret` (and `next_secret`) when "
+                     "`signature_scheme` changed", SubscriptionSchema)},
     errors=_SETTINGS_ERRORS,
 )
 def update(subscription_id: str) -> Response:
@@ -154,6 +160,9 @@ def update(subscription_id: str) -> Response:
         check_target_allowed(body["url"])
         changes["url"] = url_to_store(body["url"], subscription.url)
     subscriptions.change(db_session(), subscription, **changes)
+    if "signature_scheme" in body and subscriptions.change_scheme(
+            db_session(), subscription, body["signature_scheme"]):
+        return _answer(_WITH_SECRET, subscription)  # the new scheme's secret signs from now on
     return _answer(_PUBLIC, subscription)
 
 
@@ -277,12 +286,26 @@ def send_test_event(subscription_id: str) -> Response:
     return json_response(_TEST_SENT, sent, 202)
 
 
+@bp.post("/<subscription_id>/pause")
+@documented(
+    "Pause a subscription",
+    description="Sets it paused with `paused_reason` `manual`: its deliveries wait in "
+    "`paused` (test.ping excepted) exactly as when it pauses itself, until it is resumed. "
+    "Pausing a paused one changes nothing (its reason stays).",
+    responses={200: ("The paused subscription", SubscriptionSchema)},
+)
+def pause(subscription_id: str) -> Response:
+    subscription = _own(subscription_id)
+    pausing.pause(db_session(), subscription)
+    return _answer(_PUBLIC, subscription)
+
+
 @bp.post("/<subscription_id>/resume")
 @documented(
     "Resume a subscription",
-    description="Sets it active with its failure counter at 0; its held (`paused`) "
-    "deliveries become pending and go out at once. Resuming an active one only resets "
-    "the counter.",
+    description="Sets it active with its failure counter at 0 and `paused_reason` null, "
+    "whatever paused it; its held (`paused`) deliveries become pending and go out at once. "
+    "Resuming an active one only resets the counter.",
     responses={200: ("The resumed subscription", SubscriptionSchema)},
 )
 def resume(subscription_id: str) -> Response:

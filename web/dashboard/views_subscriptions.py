@@ -1,5 +1,5 @@
 """Subscription pages: list, create, view (secret on request), edit, delete, and the
-actions Send test and Resume, on the same core functions as the API (rotation in
+actions Send test, Pause and Resume, on the same core functions as the API (rotation in
 views_rotation.py, recover in views_recover.py)."""
 
 from __future__ import annotations
@@ -207,6 +207,17 @@ def send_test_event(subscription_id: str):
     link = url_for("dashboard.delivery", delivery_id=delivery_id)
     flash(Markup('Test event sent: <a href="{}">delivery {}</a>.').format(link, delivery_id[:8]),
           "success")
+    return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
+
+
+@bp.post("/subscriptions/<subscription_id>/pause")
+def pause_subscription(subscription_id: str):
+    subscription = _own(subscription_id)
+    if pausing.pause(db_session(), subscription):
+        log.info("subscription paused from the dashboard", extra=_ids(subscription))
+        flash("Subscription paused: its deliveries wait, held, until you resume it.", "success")
+    else:
+        flash("The subscription was already paused.", "success")
     return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
 
 

@@ -16,7 +16,8 @@ from marshmallow import Schema, ValidationError, fields, validate
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
 from webhooks.events.fields import StrictInteger, StrictNumber
 from webhooks.services.rotation import ACTIVATE_IN_MAX, secrets_at
-from webhooks.services.subscriptions import custom_headers, in_flight_limit
+from webhooks.services.pausing import PauseReason
+from webhooks.services.subscriptions import DEFAULT_SCHEME, SCHEMES, custom_headers, in_flight_limit
 from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
@@ -150,6 +151,17 @@ def _rate_limit(**kwargs) -> StrictNumber:
         **kwargs)
 
 
+def _signature_scheme(**kwargs) -> Text:
+    return Text(
+        validate=validate.OneOf(SCHEMES, error="Must be one of: {choices}."),
+        metadata={"enum": list(SCHEMES),
+                  "description": "how deliveries are signed: `service` (the X-Service-Signature "
+                                 "header) or `standard` (Standard Webhooks: `webhook-id`, "
+                                 "`webhook-timestamp`, `webhook-signature`). Changing it gives "
+                                 "the subscription a new secret of that scheme's format"},
+        **kwargs)
+
+
 class SubscriptionCreateSchema(Schema):
     """Body of ``POST /subscriptions``; unknown fields are refused."""
 
@@ -159,6 +171,7 @@ class SubscriptionCreateSchema(Schema):
     headers = _headers(load_default=dict)
     max_in_flight = _max_in_flight(load_default=None)
     rate_limit = _rate_limit(load_default=None)
+    signature_scheme = _signature_scheme(load_default=DEFAULT_SCHEME)
 
 
 class SubscriptionUpdateSchema(Schema):
@@ -170,6 +183,7 @@ class SubscriptionUpdateSchema(Schema):
     headers = _headers()
     max_in_flight = _max_in_flight()
     rate_limit = _rate_limit()
+    signature_scheme = _signature_scheme()
 
 
 class SubscriptionSchema(Schema):
@@ -188,6 +202,17 @@ class SubscriptionSchema(Schema):
     )
     consecutive_failures = fields.Integer(required=True)
     paused_at = UTCTimestamp(required=True, allow_none=True)
+    paused_reason = fields.String(
+        required=True, allow_none=True,
+        # null among the values: OpenAPI 3.0 takes a nullable enum's null only from its list
+        metadata={"enum": [*(reason.value for reason in PauseReason), None], "description":
+                  "null while active; else why it is paused: `failures` (WEBHOOKS_PAUSE_AFTER "
+                  "consecutive failures), `manual` (the pause route or the dashboard) or "
+                  "`gone` (the endpoint answered 410 Gone)"})
+    signature_scheme = fields.String(
+        required=True, validate=validate.OneOf(SCHEMES),
+        metadata={"enum": list(SCHEMES), "description":
+                  "`service` (X-Service-Signature) or `standard` (Standard Webhooks)"})
     created_at = UTCTimestamp(required=True)
     headers = fields.Dict(keys=fields.String(), values=fields.String(), required=True,
                           metadata={"description": "extra request headers of every delivery"})
@@ -210,14 +235,23 @@ class SubscriptionSchema(Schema):
 
 
 class SubscriptionWithSecretSchema(SubscriptionSchema):
-    """A subscription with its signing ``secret`` (the HMAC key, used as UTF-8) and the
-    staged ``next_secret``, if any."""
+    """A subscription with its signing ``secret`` (``service``: the HMAC key, used as UTF-8;
+    ``standard``: ``whsec_`` and the base64 of the key) and the staged ``next_secret``, if
+    any."""
 
     secret = fields.String(required=True, metadata={"description": "the secret that signs now"})
     next_secret = fields.String(
         required=True, allow_none=True,
         metadata={"description": "a staged secret, signing from `next_secret_active_at` on; "
                                  "null when none is staged"})
+
+
+def _paused_reason(subscription: Subscription) -> str | None:
+    """Null while active; a paused one's reason, ``failures`` when none was stored (a worker
+    of the release before 0013 paused it, and that one paused only for failures)."""
+    if subscription.status != SubscriptionStatus.PAUSED.value:
+        return None
+    return subscription.paused_reason or PauseReason.FAILURES.value
 
 
 def subscription_resource(subscription: Subscription, now: dt.datetime | None = None) -> dict:
@@ -231,6 +265,8 @@ def subscription_resource(subscription: Subscription, now: dt.datetime | None = 
         "status": subscription.status,
         "consecutive_failures": subscription.consecutive_failures,
         "paused_at": subscription.paused_at,
+        "paused_reason": _paused_reason(subscription),
+        "signature_scheme": subscription.signature_scheme or DEFAULT_SCHEME,
         "created_at": subscription.created_at,
         "headers": subscription.headers or {},
         "max_in_flight": subscription.max_in_flight,

@@ -311,7 +311,8 @@ def dev(port: int, host: str) -> None:
 @click.option("--status", type=click.IntRange(100, 599), default=None,
               help="answer this status to every delivery (e.g. 500 to watch retries)")
 def listen(secrets: tuple[str, ...], port: int, host: str, status: int | None) -> None:
-    """A local receiver: verify, print and answer every delivery (200, or 401 if not verified)."""
+    """A local receiver: verify (either signature scheme), print and answer every delivery
+    (200, or 401 if not verified)."""
     from webhooks.config import get_settings
     from webhooks.cli.listen import secret_problems, serve
 

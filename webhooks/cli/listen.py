@@ -2,7 +2,8 @@
 
 Like ``stripe listen``: point a subscription at it, and each delivery that
 arrives is checked with :func:`webhooks.signing.verify` against the exact raw
-body, printed as one line, and answered 200 when it verifies and 401 when it
+body (either signature scheme: the X-<Service>-Signature header, or the
+Standard Webhooks headers of a ``standard`` subscription), printed as one line, and answered 200 when it verifies and 401 when it
 does not. ``status`` makes it answer that status to every delivery instead,
 to watch retries, permanent failures and the auto-pause happen.
 
@@ -27,6 +28,14 @@ __all__ = ["Listener", "describe", "secret_problems", "serve"]
 MAX_BODY_BYTES = 8 * 1024 * 1024  # far above WEBHOOKS_MAX_PAYLOAD_BYTES; bounds a stray upload
 
 
+def _signature_of(headers, service_name: str):
+    """What verify() checks: the request's headers for a Standard Webhooks delivery (it
+    carries ``webhook-signature``), else the X-<Service>-Signature value."""
+    if headers.get("webhook-signature"):
+        return {name: value for name, value in headers.items()}
+    return headers.get(f"X-{service_name}-Signature") or ""
+
+
 def describe(
     headers, body: bytes, *, secret: str | Sequence[str], service_name: str,
     tolerance: int = DEFAULT_TOLERANCE, now: float | None = None,
@@ -38,8 +47,7 @@ def describe(
         return headers.get(f"X-{service_name}-{suffix}") or "-"
 
     try:
-        verify(secret, body, headers.get(f"X-{service_name}-Signature") or "",
-               tolerance=tolerance, now=now)
+        verify(secret, body, _signature_of(headers, service_name), tolerance=tolerance, now=now)
         verified, verdict = True, "verified"
     except InvalidSignature as exc:
         verified, verdict = False, f"NOT verified: {exc}"

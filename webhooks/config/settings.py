@@ -45,6 +45,8 @@ class Settings:
     timeout: float = 15.0
     allow_private_targets: bool = False
     countdown_limit: int = 300
+    # The longest wait a receiver's Retry-After may ask for (429/503); 0: the plain ladder.
+    retry_after_max: int = 43200
     countdown_max: int = 2000
     max_in_flight: int = 10
     test_max_in_flight: int = 2
@@ -151,6 +153,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         timeout=positive_number(env, "WEBHOOKS_TIMEOUT", 15.0),
         allow_private_targets=boolean(env, "WEBHOOKS_ALLOW_PRIVATE_TARGETS", False),
         countdown_limit=countdown_limit,
+        retry_after_max=positive_number(
+            env, "WEBHOOKS_RETRY_AFTER_MAX", 43200, integer=True, allow_zero=True
+        ),
         countdown_max=positive_number(
             env, "WEBHOOKS_COUNTDOWN_MAX", 2000, integer=True, allow_zero=True
         ),

@@ -41,6 +41,7 @@ UNITS = {
     "WEBHOOKS_PUBLISH_TIMEOUT": "seconds",
     "WEBHOOKS_HSTS_MAX_AGE": "seconds",
     "WEBHOOKS_COUNTDOWN_LIMIT": "seconds",
+    "WEBHOOKS_RETRY_AFTER_MAX": "seconds",
     "WEBHOOKS_COUNTDOWN_MAX": "retries",
     "WEBHOOKS_MAX_PAYLOAD_BYTES": "bytes",
     "WEBHOOKS_MAX_REQUEST_BYTES": "bytes",

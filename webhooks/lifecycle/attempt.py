@@ -25,12 +25,14 @@ from webhooks.lifecycle.claim import Caps, Claim, claim
 from webhooks.lifecycle.failure_kinds import internal_error
 from webhooks.lifecycle.record import Recorded, record
 from webhooks.sender.post import LOCATION_LIMIT, AttemptResult, HttpSender, Sender
-from webhooks.signing import sign
+from webhooks.sender.retry_after import retry_after_seconds
+from webhooks.signing import sign, standard_headers
 from webhooks.storage import clock
 from webhooks.storage.db import attempt_transaction, get_attempt_engine
 from webhooks.storage.models import utcnow
 from webhooks.storage.receiver_text import storable_text
 from webhooks.tenants import custom_headers
+from webhooks.tenants.schemes import SignatureScheme
 
 __all__ = ["run_attempt", "delivery_headers", "default_sender", "rules_of"]
 
@@ -64,19 +66,26 @@ def default_sender(settings: Settings) -> Sender:
 
 def rules_of(settings: Settings) -> policy.Rules:
     """The policy's rules from the settings."""
-    return policy.Rules(settings.retry_delays, settings.countdown_limit, settings.pause_after)
+    return policy.Rules(settings.retry_delays, settings.countdown_limit, settings.pause_after,
+                        settings.retry_after_max)
 
 
 def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[str, str]:
-    """The delivery headers (docs/events.md, "Headers and signature"), signed with ``timestamp`` (unix seconds, taken at send time),
-    and the subscription's custom headers (custom_headers.py: ours always win)."""
+    """The delivery headers (docs/events.md, "Headers and signature"), signed with ``timestamp``
+    (unix seconds, taken at send time) in the subscription's scheme, and the subscription's
+    custom headers (custom_headers.py: ours always win).
+
+    The ``service`` scheme signs with the one secret that signs now
+    (X-<Service>-Signature); ``standard`` sends the three Standard Webhooks
+    headers instead, with a second signature from a staged secret, if any.
+    """
     header = settings.header
     ours = {
         "Content-Type": "application/json",
         "User-Agent": f"{settings.service_name}-Webhooks/{claim.version}",
         "Accept-Encoding": "identity",
         header("Version"): claim.version,
-        header("Signature"): sign(claim.secret, claim.body, timestamp),
+        **_signature_headers(claim, settings, timestamp),
         header("Event"): claim.event_type,
         header("Mode"): MODE,
         header("Event-Id"): claim.event_id,
@@ -84,6 +93,14 @@ def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[s
         header("Attempt"): str(claim.attempt_number),
     }
     return custom_headers.merged(ours, claim.headers, settings.service_name)
+
+
+def _signature_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[str, str]:
+    """The signature headers of the subscription's scheme (tenants/schemes.py)."""
+    if claim.signature_scheme == SignatureScheme.STANDARD.value:
+        secrets = [claim.secret, *([claim.staged_secret] if claim.staged_secret else [])]
+        return standard_headers(secrets, claim.event_id, claim.body, timestamp)
+    return {settings.header("Signature"): sign(claim.secret, claim.body, timestamp)}
 
 
 def run_attempt(
@@ -189,15 +206,16 @@ def _record_or_internal_error(engine, claim, result, started_at, settings):
 
 
 def _record(connection, claim, result, started_at, settings) -> _Finished | None:
-    """Decide the next step (policy.next_step) and record it. A short retry rides a
-    countdown only while the deployment's countdown budget has room. Text from the
-    receiver is made storable first."""
+    """Decide the next step (policy.next_step, with the wait a 429's or 503's Retry-After
+    asks for) and record it. A short retry rides a countdown only while the deployment's
+    countdown budget has room. Text from the receiver is made storable first."""
     now = clock.now()
     rules = rules_of(settings)
     step = policy.next_step(
         claim.attempt_number, result.status_code, claim.event_type, rules,
         countdown_room=lambda: _budget(settings.countdown_max).take(connection, now),
-        error_kind=result.error_kind)
+        error_kind=result.error_kind,
+        requested_wait=retry_after_seconds(result.retry_after, now))
     done = record(
         connection, claim, step=step, rules=rules, started_at=started_at, now=now,
         duration_ms=result.duration_ms, status_code=result.status_code,
@@ -227,5 +245,9 @@ def _log_attempt(claim, recorded: _Finished, settings) -> None:
         },
     )
     if recorded.record.paused_subscription:
-        log.warning("subscription %s paused after %d consecutive failures",
-                    claim.subscription_id, settings.pause_after)
+        if step.pause_reason is not None:
+            log.warning("subscription %s paused: its endpoint answered %s (%s)",
+                        claim.subscription_id, result.status_code, step.pause_reason.value)
+        else:
+            log.warning("subscription %s paused after %d consecutive failures",
+                        claim.subscription_id, settings.pause_after)

@@ -1,5 +1,5 @@
 """The transitions outside the hot path, as SQL, one function each: a subscription's
-life (create, change, pause, hold, resume, delete) and replay. Secret rotation is in
+life (create, change, pause by the rule or by hand, hold, resume, delete) and replay. Secret rotation is in
 rotation.py, recover (replay in bulk) in recover.py.
 
 The per-attempt claim and record are in claim.py and record.py, the sweep in
@@ -18,9 +18,9 @@ from sqlalchemy.orm import Session
 from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.errors import Conflict, NotFound
 from webhooks.lifecycle import transitions
-from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, held_while
+from webhooks.lifecycle.states import DeliveryStatus, PauseReason, SubscriptionStatus, held_while
 from webhooks.storage.models import Delivery, Subscription, new_id
-from webhooks.tenants.accounts import new_signing_secret
+from webhooks.tenants.schemes import DEFAULT_SCHEME, SignatureScheme, new_secret
 from webhooks.tenants.quotas import reserve_subscription_slot
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "create_subscription",
     "change_subscription",
     "pause_subscription",
+    "pause_by_hand",
     "hold_pending",
     "resume_subscription",
     "replay_delivery",
@@ -51,10 +52,12 @@ def create_subscription(
     *,
     now: dt.datetime,
     max_subscriptions: int | None = None,
+    signature_scheme: str = DEFAULT_SCHEME,
     **settings,
 ) -> Subscription:
-    """A new active subscription with a fresh signing secret (inputs already validated);
-    ``settings`` are those of :data:`SETTINGS` (the others take their defaults).
+    """A new active subscription with a fresh signing secret in the format of its
+    ``signature_scheme`` (tenants/schemes.py; inputs already validated); ``settings`` are
+    those of :data:`SETTINGS` (the others take their defaults).
 
     Conflict ``subscription_limit`` when the account already has
     ``max_subscriptions`` (default WEBHOOKS_MAX_SUBSCRIPTIONS) live ones.
@@ -67,11 +70,13 @@ def create_subscription(
         id=new_id(),
         account_id=account_id,
         url=url,
-        secret=new_signing_secret(),
+        secret=new_secret(signature_scheme),
+        signature_scheme=SignatureScheme(signature_scheme).value,
         **{**SETTINGS, **settings, "headers": settings.get("headers") or None},
         status=ACTIVE,
         consecutive_failures=0,
         paused_at=None,
+        paused_reason=None,
         created_at=now,
     )
     session.add(subscription)
@@ -102,22 +107,36 @@ def change_subscription(session: Session, subscription_id: str, **changes) -> No
         raise NotFound("subscription not found")
 
 
-def pause_subscription(session, subscription_id: str, now: dt.datetime) -> bool:
-    """active -> paused (the pause rule, policy.pauses, was met); False if it was not
-    active: of concurrent attempts that reach the threshold, exactly one pauses it."""
+def pause_subscription(session, subscription_id: str, now: dt.datetime,
+                       reason: PauseReason = PauseReason.FAILURES) -> bool:
+    """active -> paused for ``reason`` (the pause rule was met, a 410, or its owner asked);
+    False if it was not active (or is deleted): of concurrent attempts that reach the
+    threshold, exactly one pauses it, and a paused one keeps its first reason."""
     paused = session.execute(
         update(Subscription)
-        .where(Subscription.id == subscription_id, Subscription.status == ACTIVE)
-        .values(status=SubscriptionStatus.PAUSED.value, paused_at=now)
+        .where(Subscription.id == subscription_id, Subscription.status == ACTIVE,
+               Subscription.deleted_at.is_(None))
+        .values(status=SubscriptionStatus.PAUSED.value, paused_at=now,
+                paused_reason=PauseReason(reason).value)
     )
     return paused.rowcount == 1
+
+
+def pause_by_hand(session: Session, subscription_id: str, now: dt.datetime) -> bool:
+    """Its owner pauses it: active -> paused (reason ``manual``) and its pending deliveries
+    held, exactly as the pause rule does (record.py); False if it was paused already."""
+    paused = pause_subscription(session, subscription_id, now, PauseReason.MANUAL)
+    if paused:
+        transitions.hold_pending(session, subscription_id, now)
+    return paused
 
 
 hold_pending = transitions.hold_pending  # a paused subscription's pending deliveries -> paused
 
 
 def resume_subscription(session: Session, subscription_id: str, now: dt.datetime) -> int:
-    """paused -> active, counter to 0, held deliveries due now; returns how many were held.
+    """paused -> active (whatever the reason), counter to 0, reason cleared, held deliveries
+    due now; returns how many were held.
 
     The held deliveries are parked and due, so the next sweep (which the
     caller should request at once) sends them all; a resumed subscription
@@ -126,7 +145,7 @@ def resume_subscription(session: Session, subscription_id: str, now: dt.datetime
     found = session.execute(
         update(Subscription)
         .where(Subscription.id == subscription_id, Subscription.deleted_at.is_(None))
-        .values(status=ACTIVE, consecutive_failures=0, paused_at=None)
+        .values(status=ACTIVE, consecutive_failures=0, paused_at=None, paused_reason=None)
     )
     if found.rowcount != 1:
         raise NotFound("subscription not found")

@@ -17,7 +17,8 @@ slot (``states.waiting``) without a broker message, which a finished
 attempt or the sweep releases (record.py, sweep.py). As nothing is ever
 claimed and then given back (but by the rate limit), the claim commits as
 it returns, in its one round trip. It loads the secret that signs at the
-moment of the claim (rotation.py), and what the rate limit needs (pacing.py).
+moment of the claim (rotation.py) with a staged one and the signature scheme,
+and what the rate limit needs (pacing.py).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from webhooks.lifecycle.ordering import clear_of_predecessors
 from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
-from webhooks.tenants.rotation import signing_secret
+from webhooks.tenants.rotation import signing_secret, staged_secret
 
 __all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
 
@@ -64,6 +65,8 @@ class Claim:
     ordering_key: str | None = None  # its ordering key (ordering.py), and its place in it
     key_sequence: int | None = None
     in_flight_limit: int | None = None  # the adaptive pace's current limit, if lowered
+    signature_scheme: str = "service"  # tenants/schemes.py
+    staged_secret: str | None = None  # a staged rotation's next secret (signs too: standard)
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,9 @@ _TAKE = transitions.take_for_attempt(deliveries.c.id == bindparam("d_id"), *_CLA
 _NOW = bindparam("now", type_=UTCDateTime)
 _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
-           subscriptions.c.rate_limit, subscriptions.c.in_flight_limit)
+           subscriptions.c.rate_limit, subscriptions.c.in_flight_limit,
+           subscriptions.c.signature_scheme,
+           staged_secret(subscriptions, _NOW).label("staged_secret"))
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced, deliveries.c.ordering_key, deliveries.c.key_sequence)
 # The names of a claimed row's columns, in the order the backends return them.
@@ -178,7 +183,9 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
                  secret=loaded["secret"], body=bytes(loaded["body"]), version=loaded["version"],
                  headers=loaded["headers"] or {}, rate_limit=loaded["rate_limit"],
                  paced=bool(loaded["paced"]), ordering_key=loaded["ordering_key"],
-                 key_sequence=loaded["key_sequence"], in_flight_limit=loaded["in_flight_limit"])
+                 key_sequence=loaded["key_sequence"], in_flight_limit=loaded["in_flight_limit"],
+                 signature_scheme=loaded["signature_scheme"] or "service",
+                 staged_secret=loaded["staged_secret"])
 
 
 # One statement, so it needs no transaction: a claimable delivery that was not claimed

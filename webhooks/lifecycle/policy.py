@@ -12,20 +12,30 @@ it moved (atomically, in the database: record.py).
 The ladder is a tuple of seconds (``Rules.ladder``): after failed attempt *n*
 the next attempt waits ``ladder[n-1]`` seconds; a failure of the attempt after
 the ladder's last step makes the delivery dead (docs/api.md, "Statuses").
+
+Two answers depart from the plain ladder (CONTRACT 9.4, docs/endpoint-aware.md):
+a 429 or 503 whose ``Retry-After`` asks for a longer wait gets it (capped by
+``Rules.retry_after_max``), and a ``410 Gone`` fails the delivery as any 4xx
+and pauses the subscription at once (``Step.pause_reason``).
 """
 
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 from typing import Callable
 
-from webhooks.lifecycle.states import DeliveryStatus, held_by_pause
+from webhooks.lifecycle.states import DeliveryStatus, PauseReason, held_by_pause
+from webhooks.sender.retry_after import HONOURED_STATUSES
 
 __all__ = [
     "Outcome", "Wait", "Counter", "Rules", "Step", "classify", "retry_delay", "next_step",
-    "pauses", "carrier", "PERMANENT_KINDS",
+    "pauses", "carrier", "PERMANENT_KINDS", "RETRY_AFTER_STATUSES", "GONE", "with_retry_after",
 ]
+
+RETRY_AFTER_STATUSES = HONOURED_STATUSES  # 429 and 503: the answers whose Retry-After is followed
+GONE = 410  # the endpoint is gone for good: pause the subscription at once
 
 
 class Outcome(str, enum.Enum):
@@ -61,11 +71,13 @@ class Counter(str, enum.Enum):
 @dataclass(frozen=True)
 class Rules:
     """The policy's settings: the ladder (seconds), the longest wait that rides a countdown
-    (seconds), and the consecutive failures that pause a subscription."""
+    (seconds), the consecutive failures that pause a subscription, and the longest wait
+    (seconds) a receiver's Retry-After may ask for (0: Retry-After is not followed)."""
 
     ladder: tuple[int, ...]
     countdown_limit: int
     pause_after: int
+    retry_after_max: int = 43200
 
 
 @dataclass(frozen=True)
@@ -76,7 +88,8 @@ class Step:
     next attempt (a retry only); ``wait``: what carries that retry; ``counter``:
     how the subscription's counter moves; ``status_if_paused``: the delivery's
     status when this attempt's failure pauses the subscription (a retry is
-    held ``paused``, except test.ping).
+    held ``paused``, except test.ping); ``pause_reason``: set when this attempt
+    pauses the subscription at once, whatever its counter (a 410), with why.
     """
 
     outcome: Outcome
@@ -85,6 +98,7 @@ class Step:
     wait: Wait
     counter: Counter
     status_if_paused: str
+    pause_reason: PauseReason | None = None
 
     @property
     def is_failure(self) -> bool:
@@ -126,19 +140,28 @@ _FINAL = {
 
 def next_step(attempt_number: int, status_code: int | None, event_type: str, rules: Rules,
               countdown_room: Callable[[], bool] = lambda: True,
-              error_kind: str | None = None) -> Step:
+              error_kind: str | None = None, requested_wait: float | None = None) -> Step:
     """The step after attempt ``attempt_number`` got ``status_code`` (None: no response, for
     the reason ``error_kind``).
 
+    ``requested_wait`` is the wait in seconds the receiver's ``Retry-After``
+    asked for (sender/retry_after.py), followed on a 429 or 503 only: a retry
+    then waits the longer of the ladder's delay and that, capped by
+    ``Rules.retry_after_max``. It never adds an attempt past the ladder.
     ``countdown_room`` is asked only for a retry whose wait is short enough to
     ride a countdown (``Rules.countdown_limit``); False (the deployment's
-    countdown budget is spent) parks it for the sweep instead.
+    countdown budget is spent) parks it for the sweep instead, as is any
+    longer wait.
     """
     response_class = classify(status_code, error_kind)
     if response_class in _FINAL:
         outcome, status, counter = _FINAL[response_class]
-        return Step(outcome, status.value, None, Wait.NONE, counter, status.value)
+        gone = status_code == GONE and held_by_pause(event_type)  # test.ping never pauses
+        return Step(outcome, status.value, None, Wait.NONE, counter, status.value,
+                    PauseReason.GONE if gone else None)
     delay = retry_delay(attempt_number, rules.ladder)
+    if delay is not None and status_code in RETRY_AFTER_STATUSES:
+        delay = with_retry_after(delay, requested_wait, rules.retry_after_max)
     if delay is None:
         dead = DeliveryStatus.DEAD.value
         return Step(Outcome.DEAD, dead, None, Wait.NONE, Counter.ADD_ONE, dead)
@@ -146,6 +169,15 @@ def next_step(attempt_number: int, status_code: int | None, event_type: str, rul
     held = DeliveryStatus.PAUSED.value if held_by_pause(event_type) else pending
     return Step(Outcome.RETRY, pending, delay, carrier(delay, rules, countdown_room),
                 Counter.ADD_ONE, held)
+
+
+def with_retry_after(delay: int, requested_wait: float | None, maximum: int) -> int:
+    """The ladder's ``delay`` (seconds), or the receiver's ``requested_wait`` (seconds,
+    rounded up) when it is longer, but never more than ``maximum`` (0: ``delay``)."""
+    if requested_wait is None or maximum <= 0:
+        return delay
+    requested = min(math.ceil(max(requested_wait, 0)), maximum)
+    return max(delay, requested)
 
 
 def carrier(wait: float, rules: Rules, countdown_room: Callable[[], bool] = lambda: True) -> Wait:

@@ -11,8 +11,9 @@ the claim back changes nothing.
 How the engine runs them is its backend's (storage/backends): on PostgreSQL
 one prepared statement of data-modifying CTEs (one round trip), on SQLite the
 same statements one by one. If the counter reaches the pause
-threshold (policy.pauses), the subscription is paused and its pending
-deliveries held, in the same transaction.
+threshold (policy.pauses), or the attempt pauses it at once (a 410 Gone:
+``Step.pause_reason``), the subscription is paused with its reason and its
+pending deliveries held, in the same transaction.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from webhooks.lifecycle import adaptive_pace, ordering, policy
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
-from webhooks.lifecycle.states import FINISHED, DeliveryStatus, waiting
+from webhooks.lifecycle.states import FINISHED, DeliveryStatus, PauseReason, waiting
 from webhooks.operational import notices as operational
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
@@ -98,6 +99,19 @@ def _finished(status) -> bool:
     return str(getattr(status, "value", status)) in FINISHED
 
 
+def _pause_if_due(connection: Connection, claim: Claim, step: policy.Step, rules: policy.Rules,
+                  failures: int | None, now: dt.datetime) -> PauseReason | None:
+    """Pause the subscription if this attempt does: at once with the step's reason (410),
+    or for its failures when the counter (``failures``, after it moved) met the pause rule.
+    The reason if this attempt paused it; None if it did not (or it was paused already)."""
+    if step.pause_reason is not None:
+        reason = step.pause_reason
+    elif failures is not None and policy.pauses(failures, rules, claim.event_type):
+        reason = PauseReason.FAILURES
+    else:
+        return None
+    return reason if pause_subscription(connection, claim.subscription_id, now, reason) else None
+
 
 def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: policy.Rules,
            started_at: dt.datetime, now: dt.datetime, duration_ms: int, status_code: int | None,
@@ -140,22 +154,23 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     status = step.status
     dispatch = (Dispatch(claim.delivery_id, claim.attempt_number, step.retry_after)
                 if step.wait is policy.Wait.COUNTDOWN else None)
-    paused_now = (failures is not None and policy.pauses(failures, rules, claim.event_type)
-                  and pause_subscription(connection, claim.subscription_id, now))
+    paused_for = _pause_if_due(connection, claim, step, rules, failures, now)
+    paused_now = paused_for is not None
     if paused_now:
         # The released delivery is held with the others; resume sends it.
         transitions.hold_pending(connection, claim.subscription_id, now)
         released = []
         if step.status_if_paused != status:
             status, dispatch = step.status_if_paused, None
-    notices = _notices(connection, claim, status, status_code, paused_now, now)
+    notices = _notices(connection, claim, status, status_code, paused_for, now)
     return Recorded(status, dispatch, paused_now, tuple(released), notices)
 
 
-def _notices(connection, claim: Claim, status: str, status_code: int | None, paused_now: bool,
-             now: dt.datetime) -> tuple[Dispatch, ...]:
+def _notices(connection, claim: Claim, status: str, status_code: int | None,
+             paused_for: PauseReason | None, now: dt.datetime) -> tuple[Dispatch, ...]:
     """The operational notices this record raises, stored in its transaction: delivery.dead
-    or delivery.failed if the delivery ended so, subscription.paused if it paused.
+    or delivery.failed if the delivery ended so, subscription.paused (with the reason it
+    paused for: failures, or gone) if it paused.
 
     Each of these follows a failed attempt (policy: the counter adds one), whose record
     opens a transaction on the attempt engine (the PostgreSQL backend sends BEGIN with
@@ -164,6 +179,7 @@ def _notices(connection, claim: Claim, status: str, status_code: int | None, pau
         connection, status, subscription_id=claim.subscription_id,
         delivery_id=claim.delivery_id, event_id=claim.event_id, event_type=claim.event_type,
         attempt_count=claim.attempt_number, status_code=status_code)
-    paused = (operational.notify_paused(connection, claim.subscription_id, reason="failures",
-                                        now=now) if paused_now else [])
+    paused = ([] if paused_for is None else operational.notify_paused(
+        connection, claim.subscription_id, reason=str(getattr(paused_for, "value", paused_for)),
+        now=now))
     return (*ended, *paused)

@@ -44,7 +44,7 @@ from sqlalchemy import and_, false, null, true
 from sqlalchemy.sql import ColumnElement
 
 __all__ = [
-    "DeliveryStatus", "SubscriptionStatus", "PUBLIC_STATUSES", "STORED_STATUSES", "REPLAYABLE",
+    "DeliveryStatus", "SubscriptionStatus", "PauseReason", "PUBLIC_STATUSES", "STORED_STATUSES", "REPLAYABLE",
     "FINISHED", "UNPAUSABLE_TYPE", "held_by_pause", "held_while", "public_status",
     "due", "riding_countdown", "parked", "waiting", "made_due", "parked_until",
     "waiting_for_slot", "paced_until", "claimed", "held", "behind_its_key",
@@ -55,6 +55,14 @@ __all__ = [
 class SubscriptionStatus(str, enum.Enum):
     ACTIVE = "active"
     PAUSED = "paused"
+
+
+class PauseReason(str, enum.Enum):
+    """Why a subscription is paused (``subscriptions.paused_reason``; null while active)."""
+
+    FAILURES = "failures"  # the pause rule: WEBHOOKS_PAUSE_AFTER consecutive failures
+    MANUAL = "manual"  # its owner paused it (the pause route or the dashboard)
+    GONE = "gone"  # the endpoint answered 410 Gone
 
 
 class DeliveryStatus(str, enum.Enum):

@@ -15,8 +15,11 @@ from sqlalchemy.orm import Session
 from webhooks.lifecycle import changes
 from webhooks.storage.models import Subscription, utcnow
 from webhooks.tenants import custom_headers  # the rules of a subscription's headers
+from webhooks.tenants import rotation
+from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES, scheme_problem
 
-__all__ = ["SETTINGS", "custom_headers", "canonical_id", "owned", "create", "change", "delete"]
+__all__ = ["SETTINGS", "SCHEMES", "DEFAULT_SCHEME", "scheme_problem", "custom_headers", "canonical_id", "owned",
+           "create", "change", "change_scheme", "delete"]
 
 SETTINGS = changes.SETTINGS  # the settable fields, with their defaults
 
@@ -53,6 +56,14 @@ def change(session: Session, subscription: Subscription, **new_values) -> Subscr
     changes.change_subscription(session, subscription.id, **new_values)
     session.refresh(subscription)
     return subscription
+
+
+def change_scheme(session: Session, subscription: Subscription, scheme: str) -> bool:
+    """Sign its deliveries with ``scheme`` from the next attempt on, with a new secret of that
+    scheme's format (a staged rotation is dropped); False if it already used ``scheme``."""
+    switched = rotation.switch_scheme(session, subscription.id, utcnow(), scheme) is not None
+    session.refresh(subscription)
+    return switched
 
 
 def delete(session: Session, subscription: Subscription) -> None:

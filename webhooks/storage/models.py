@@ -107,6 +107,11 @@ class Subscription(Base):
     status: Mapped[str] = mapped_column(String(16), default=SubscriptionStatus.ACTIVE.value)
     consecutive_failures: Mapped[int] = mapped_column(Integer, default=0)
     paused_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # Why it is paused (states.PauseReason: failures, manual, gone); None while active.
+    paused_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # How deliveries are signed (tenants/schemes.py): "service" (SPEC 2.4) or "standard".
+    signature_scheme: Mapped[str] = mapped_column(String(16), default="service",
+                                                  server_default="service")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     # Soft delete: history stays readable, no further attempts are made.
     deleted_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)

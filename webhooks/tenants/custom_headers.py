@@ -30,6 +30,8 @@ MAX_VALUE_LENGTH = 1000
 _RESERVED = frozenset({
     "content-type", "content-length", "content-encoding", "accept-encoding", "host",
     "user-agent",
+    # the Standard Webhooks signature headers (tenants/schemes.py)
+    "webhook-id", "webhook-timestamp", "webhook-signature",
     # hop-by-hop (RFC 9110 7.6.1, RFC 2616 13.5.1)
     "connection", "keep-alive", "te", "trailer", "trailers", "transfer-encoding", "upgrade",
 })

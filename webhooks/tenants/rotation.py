@@ -18,15 +18,15 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import and_, case, select, update
+from sqlalchemy import and_, case, null, select, update
 from sqlalchemy.sql import ColumnElement
 
 from webhooks.storage.models import Subscription
-from webhooks.tenants.accounts import new_signing_secret
+from webhooks.tenants.schemes import new_secret
 
 __all__ = [
     "ACTIVATE_IN_MAX", "Secrets", "secrets_at", "signing_secret", "rotate", "activate_now",
-    "cancel", "settle_due",
+    "cancel", "settle_due", "staged_secret", "switch_scheme",
 ]
 
 ACTIVATE_IN_MAX = 7 * 24 * 3600  # seconds: the longest a rotation may be staged for
@@ -63,6 +63,31 @@ def signing_secret(t, now) -> ColumnElement:
     return case((_due(t, now), t.c.next_secret), else_=t.c.secret)
 
 
+def staged_secret(t, now) -> ColumnElement:
+    """The staged secret at ``now`` (null when none is staged or it already signs), in SQL:
+    the second signature of a Standard Webhooks delivery during a staged rotation."""
+    return case((_due(t, now), null()), else_=t.c.next_secret)
+
+
+def _scheme_of(session, subscription_id: str) -> str:
+    """The subscription's signature scheme (its secrets are made in that scheme's format)."""
+    scheme = session.execute(select(Subscription.signature_scheme)
+                             .where(Subscription.id == subscription_id)).scalar_one_or_none()
+    return scheme or "service"
+
+
+def switch_scheme(session, subscription_id: str, now: dt.datetime, scheme: str) -> str | None:
+    """Sign with ``scheme`` from the next attempt on, with a new secret of its format; a
+    staged secret is dropped (it was of the old format). Returns the new secret, or None
+    when the subscription already uses ``scheme`` (nothing changes)."""
+    secret = new_secret(scheme)
+    changed = _change(session, subscription_id, now, Subscription.signature_scheme != scheme,
+                      Subscription.deleted_at.is_(None),
+                      signature_scheme=scheme, secret=secret, next_secret=None,
+                      next_secret_active_at=None)
+    return secret if changed else None
+
+
 def _change(session, subscription_id: str, now: dt.datetime, *conditions, **values) -> bool:
     """UPDATE the subscription where ``conditions`` hold; True if it did. A due swap is
     settled in the same statement, so that no transition loses the secret that signs."""
@@ -77,16 +102,17 @@ def _change(session, subscription_id: str, now: dt.datetime, *conditions, **valu
 
 def rotate(session, subscription_id: str, now: dt.datetime,
            activate_in: int | None = None) -> None:
-    """A new secret: signing from the next attempt on (``activate_in`` None), or staged to
+    """A new secret in the format of the subscription's scheme (schemes.py): signing from the next attempt on (``activate_in`` None), or staged to
     sign from ``activate_in`` seconds after ``now`` on. A rotation at once also drops a
     staged secret; a staged one replaces a secret staged before."""
+    scheme = _scheme_of(session, subscription_id)
     if activate_in is None:
-        _change(session, subscription_id, now, secret=new_signing_secret(), next_secret=None,
+        _change(session, subscription_id, now, secret=new_secret(scheme), next_secret=None,
                 next_secret_active_at=None)
         return
     if not 1 <= activate_in <= ACTIVATE_IN_MAX:
         raise ValueError(f"activate_in must be 1 to {ACTIVATE_IN_MAX} seconds")
-    _change(session, subscription_id, now, next_secret=new_signing_secret(),
+    _change(session, subscription_id, now, next_secret=new_secret(scheme),
             next_secret_active_at=now + dt.timedelta(seconds=activate_in))
 
 

@@ -1,0 +1,132 @@
+"""Endpoint-aware delivery (CONTRACT 9.4) through a real worker process on the real Redis
+and PostgreSQL: a 503's ``Retry-After`` stretches the wait before the next attempt (capped
+by WEBHOOKS_RETRY_AFTER_MAX), and a ``410 Gone`` fails the delivery and pauses the
+subscription at once, holding the rest, while a test.ping answered 410 pauses nothing."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+
+from tests.factories import make_account, make_subscription
+from tests.support.services import REDIS_URL
+from tests.support.worker import WorkerProcess
+from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
+from webhooks import emit_event
+from webhooks.events.samples import sample_data
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
+
+pytestmark = pytest.mark.integration
+
+# A ladder of 1 s steps, pausing only after 25 failures: a pause seen here is the 410's.
+ENV = {**WORKER_ENV, "WEBHOOKS_RETRY_AFTER_MAX": "3600"}
+
+
+@pytest.fixture(scope="module")
+def worker(postgres):
+    from tests.support import services
+
+    services.check_redis()
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    process = WorkerProcess(ENV).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def account(worker, db, receiver, monkeypatch):
+    from webhooks.config import reset_settings_cache
+
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    reset_settings_cache()
+    account_id, _ = make_account()
+    return account_id
+
+
+def _delivery(delivery_id: str) -> Delivery:
+    with session_scope() as session:
+        return session.get(Delivery, delivery_id)
+
+
+def _subscription(subscription_id: str) -> Subscription:
+    with session_scope() as session:
+        return session.get(Subscription, subscription_id)
+
+
+def test_retry_after_on_a_503_sets_the_next_attempt(account, receiver):
+    receiver.script("/busy", ("headers", 503, {"Retry-After": "120"}), 200)
+    make_subscription(account, receiver.url("/busy"))
+    delivery_id = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    receiver.wait_for(1, "/busy")
+    wait_until(lambda: _delivery(delivery_id).attempt_count == 1, what="attempt 1 recorded")
+    delivery = _delivery(delivery_id)
+    wait = (delivery.next_attempt_at - utcnow()).total_seconds()
+    assert delivery.status == "pending" and 110 <= wait <= 121  # not the ladder's 1 s
+    time.sleep(3)
+    assert len(receiver.received("/busy")) == 1  # the ladder's step has passed: no retry yet
+
+
+def test_retry_after_as_a_date_past_the_cap_waits_the_cap(account, receiver):
+    far = utcnow() + dt.timedelta(days=2)
+    receiver.script("/later", ("headers", 429, {"Retry-After": far.strftime(
+        "%a, %d %b %Y %H:%M:%S GMT")}), 200)
+    make_subscription(account, receiver.url("/later"))
+    delivery_id = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    wait_until(lambda: _delivery(delivery_id).attempt_count == 1, what="attempt 1 recorded")
+    delivery = _delivery(delivery_id)
+    wait = (delivery.next_attempt_at - utcnow()).total_seconds()
+    assert 3590 <= wait <= 3601  # WEBHOOKS_RETRY_AFTER_MAX, not two days
+    assert delivery.parked  # longer than the countdown limit: the sweep carries it
+
+
+def test_a_retry_after_that_does_not_parse_keeps_the_ladder(account, receiver):
+    receiver.script("/junk", ("headers", 503, {"Retry-After": "soon, please"}), 200)
+    make_subscription(account, receiver.url("/junk"))
+    delivery_id = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    wait_until(lambda: delivery_status(delivery_id) == "done", what="done on the ladder")
+    assert attempts_of(delivery_id) == [(1, 503, "retry"), (2, 200, "success")]
+
+
+def test_410_fails_the_delivery_and_pauses_the_subscription_holding_the_rest(account, receiver):
+    receiver.script("/gone", ("hang", 1, 410), 200)
+    subscription = make_subscription(account, receiver.url("/gone"))
+    with session_scope() as session:  # one at a time: the second waits for the first's slot
+        session.get(Subscription, subscription.id).max_in_flight = 1
+    first = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    receiver.wait_for(1, "/gone")
+    # Emitted while the first attempt is in flight: waiting when the 410 comes back.
+    second = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    wait_until(lambda: delivery_status(first) == "failed", what="failed")
+    row = _subscription(subscription.id)
+    assert (row.status, row.paused_reason, row.consecutive_failures) == ("paused", "gone", 1)
+    wait_until(lambda: delivery_status(second) == "paused", what="the second held")
+    third = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    time.sleep(2)
+    assert delivery_status(third) == "paused"
+    assert attempts_of(first) == [(1, 410, "permanent_failure")]
+    assert len(receiver.received("/gone")) == 1  # nothing was sent after the 410
+
+    from webhooks.broker import outbox
+    from webhooks.lifecycle import changes
+
+    with session_scope() as session:
+        changes.resume_subscription(session, subscription.id, utcnow())
+    assert outbox.request_sweep()
+    wait_until(lambda: {delivery_status(second), delivery_status(third)} == {"done"},
+               what="resumed and sent")
+    assert _subscription(subscription.id).paused_reason is None
+
+
+def test_a_test_ping_answered_410_fails_but_pauses_nothing(account, receiver):
+    receiver.script("/ping-gone", 410)
+    subscription = make_subscription(account, receiver.url("/ping-gone"))
+    ping = emit_event(account, "test.ping", sample_data("test.ping")).delivery_ids[0]
+    wait_until(lambda: delivery_status(ping) == "failed", what="failed")
+    row = _subscription(subscription.id)
+    assert (row.status, row.paused_reason, row.consecutive_failures) == ("active", None, 1)

@@ -1,0 +1,135 @@
+"""Standard Webhooks deliveries (CONTRACT 9.3) through a real worker process on the real
+Redis and PostgreSQL, verified at the receiver by the reference ``standardwebhooks``
+package: every attempt of the ladder (each re-signed when sent), a staged rotation (both
+secrets verify), a replay, and a PATCH of the scheme taking effect on the next delivery."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from tests.factories import make_account, make_subscription
+from tests.support.services import REDIS_URL
+from tests.support.worker import WorkerProcess
+from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
+from webhooks import emit_event
+from webhooks.events.samples import sample_data
+from webhooks.signing import verify
+from webhooks.storage.db import session_scope
+from webhooks.storage.models import Delivery, Subscription, utcnow
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def worker(postgres):
+    from tests.support import services
+
+    services.check_redis()
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    process = WorkerProcess(WORKER_ENV).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def account(worker, db, receiver, monkeypatch):
+    from webhooks.config import reset_settings_cache
+
+    for name, value in WORKER_ENV.items():
+        monkeypatch.setenv(name, value)
+    reset_settings_cache()
+    account_id, _ = make_account()
+    return account_id
+
+
+def reference_verifies(secret: str, request) -> bool:
+    try:
+        Webhook(secret).verify(request.body, request.headers, json_parse=False)
+        return True
+    except WebhookVerificationError:
+        return False
+
+
+def _standard(account_id: str, url: str) -> Subscription:
+    return make_subscription(account_id, url, signature_scheme="standard")
+
+
+def test_every_attempt_of_the_ladder_is_signed_when_sent(account, receiver):
+    receiver.script("/std", 500, 500, 200)
+    subscription = _standard(account, receiver.url("/std"))
+    event = emit_event(account, "email.sent", sample_data("email.sent"))
+    delivery_id = event.delivery_ids[0]
+    wait_until(lambda: delivery_status(delivery_id) == "done", what="done")
+    requests = receiver.received("/std")
+    assert [r.headers["X-Service-Attempt"] for r in requests] == ["1", "2", "3"]
+    for request in requests:
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        assert reference_verifies(subscription.secret, request)
+        verify(subscription.secret, request.body, request.headers)  # ours agrees
+        assert headers["webhook-id"] == event.id == json.loads(request.body)["id"]
+        assert abs(int(headers["webhook-timestamp"]) - request.at) <= 2  # signed when sent
+        assert "x-service-signature" not in headers
+        assert headers["x-service-delivery-id"] == delivery_id  # the other headers stay
+    stamps = [int(r.headers["webhook-timestamp"]) for r in requests]
+    assert stamps == sorted(stamps) and stamps[-1] > stamps[0]
+    assert len({r.headers["webhook-signature"] for r in requests}) == 3  # re-signed each time
+    assert not reference_verifies(make_subscription(account, "https://x.example/",
+                                                    signature_scheme="standard").secret,
+                                  requests[0])
+
+
+def test_a_staged_rotation_sends_both_signatures(account, receiver):
+    from webhooks.tenants import rotation
+
+    subscription = _standard(account, receiver.url("/staged"))
+    with session_scope() as session:
+        rotation.rotate(session, subscription.id, utcnow(), activate_in=3600)
+    with session_scope() as session:
+        row = session.get(Subscription, subscription.id)
+        current, following = row.secret, row.next_secret
+    assert following.startswith("whsec_") and following != current
+    emit_event(account, "email.sent", sample_data("email.sent"))
+    (request,) = receiver.wait_for(1, "/staged")
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    assert reference_verifies(current, request) and reference_verifies(following, request)
+
+
+def test_a_replay_is_signed_and_verifies(account, receiver):
+    from webhooks.lifecycle import changes
+
+    receiver.script("/replayed", 404, 200)
+    subscription = _standard(account, receiver.url("/replayed"))
+    event = emit_event(account, "email.sent", sample_data("email.sent"))
+    original = event.delivery_ids[0]
+    wait_until(lambda: delivery_status(original) == "failed", what="failed")
+    with session_scope() as session:
+        replay_id = changes.replay_delivery(session, session.get(Delivery, original), utcnow()).id
+    wait_until(lambda: delivery_status(replay_id) == "done", what="replay done")
+    first, again = receiver.received("/replayed")
+    assert again.headers["X-Service-Delivery-Id"] == replay_id
+    assert again.headers["webhook-id"] == first.headers["webhook-id"] == event.id
+    assert reference_verifies(subscription.secret, again)
+    assert attempts_of(replay_id) == [(1, 200, "success")]
+
+
+def test_a_scheme_changed_by_patch_signs_the_next_delivery(account, receiver):
+    from webhooks.services import subscriptions
+
+    subscription = make_subscription(account, receiver.url("/switch"))
+    emit_event(account, "email.sent", sample_data("email.sent"))
+    (service,) = receiver.wait_for(1, "/switch")
+    verify(subscription.secret, service.body, service.headers["X-Service-Signature"])
+    assert "webhook-signature" not in service.headers
+    with session_scope() as session:
+        row = session.get(Subscription, subscription.id)
+        assert subscriptions.change_scheme(session, row, "standard")
+        new_secret = row.secret
+    emit_event(account, "email.sent", sample_data("email.sent"))
+    standard = receiver.wait_for(2, "/switch")[1]
+    assert reference_verifies(new_secret, standard)
+    assert "X-Service-Signature" not in standard.headers
