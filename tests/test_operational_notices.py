@@ -144,3 +144,43 @@ def test_the_attempt_s_record_and_its_notice_commit_together(stored, monkeypatch
     assert run_attempt(delivery_id, due_again(), sender=answers) in ("failed", "dead")
     assert [notice[0] for notice in notices_stored()] == [
         "delivery.failed" if answer == 422 else "delivery.dead"]
+
+
+def _paused_reasons() -> list[str]:
+    return [data["reason"] for kind, data, _ in notices_stored() if kind == "subscription.paused"]
+
+
+def test_a_pause_by_hand_is_reported_with_the_reason_manual(stored):
+    from webhooks.services import pausing
+    from webhooks.storage.models import Subscription
+
+    add("http://127.0.0.1:9/ops", ["subscription.paused"])
+    account_id, _ = make_account()
+    subscription_id = make_subscription(account_id, "http://127.0.0.1:9/customer").id
+    with session_scope() as session:
+        assert pausing.pause(session, session.get(Subscription, subscription_id))
+    with session_scope() as session:  # already paused: nothing changes, nothing is reported
+        assert not pausing.pause(session, session.get(Subscription, subscription_id))
+    assert _paused_reasons() == ["manual"]
+
+
+def test_a_410_pause_is_reported_with_the_reason_gone(stored):
+    from webhooks.emit import emit_event
+    from webhooks.events.samples import sample_data
+    from webhooks.lifecycle.claim import claim
+    from webhooks.lifecycle.policy import Rules, next_step
+    from webhooks.lifecycle.record import record
+
+    add("http://127.0.0.1:9/ops", ["subscription.paused"])
+    account_id, _ = make_account()
+    make_subscription(account_id, "http://127.0.0.1:9/customer")
+    (delivery_id,) = emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids
+    now, rules = utcnow(), Rules((60, 300), 300, 25)
+    with get_engine().begin() as connection:
+        claimed = claim(connection, delivery_id, 0, now)
+    step = next_step(1, 410, "email.sent", rules)
+    with get_engine().begin() as connection:
+        recorded = record(connection, claimed, step=step, rules=rules, started_at=now, now=now,
+                          duration_ms=5, status_code=410, error=None, excerpt="gone")
+    assert recorded.paused_subscription
+    assert _paused_reasons() == ["gone"]
