@@ -129,6 +129,39 @@ def test_on_an_autocommit_connection_a_killed_one_is_invalidated_as_sqlalchemy_w
         engine.dispose()
 
 
+def test_after_every_pooled_connection_was_killed_one_retry_gets_a_live_one(db):
+    """A restarted server kills every connection a pool keeps. A lost connection on the
+    cursor path recycles all of them at their next checkout (as SQLAlchemy's own handler
+    does), so the callers' one retry (emit, claim, record) gets a new connection, not the
+    pool's next dead one."""
+    import sqlalchemy
+    from sqlalchemy.exc import OperationalError
+
+    from tests.support.services import PG_ADMIN_URL, PG_TEST_DB, PG_URL
+    from webhooks.storage.db import make_engine
+
+    engine = make_engine(PG_URL, pre_ping=False, attempts=True)
+    admin = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        held = [engine.connect() for _ in range(3)]  # three connections in the pool
+        pids = [c.exec_driver_sql("SELECT pg_backend_pid()").scalar_one() for c in held]
+        for connection in held:
+            connection.close()
+        with admin.connect() as connection:
+            connection.exec_driver_sql(
+                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{PG_TEST_DB}' AND pid IN ({', '.join(map(str, pids))})")
+        with pytest.raises(OperationalError) as raised:
+            with engine.connect() as connection:
+                ECHO.execute(connection, {"word": "a", "n": 1, "at": MOMENT})
+        assert raised.value.connection_invalidated
+        with engine.connect() as connection:  # the retry: a live connection
+            assert ECHO.execute(connection, {"word": "b", "n": 2, "at": MOMENT})[0][:2] == ("b", 3)
+    finally:
+        engine.dispose()
+        admin.dispose()
+
+
 def test_on_an_autocommit_connection_errors_are_sqlalchemys_and_hide_the_values(db):
     from sqlalchemy.exc import DataError
 

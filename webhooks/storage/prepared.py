@@ -149,6 +149,12 @@ def _on_cursor(connection: Connection, sql: str, parameters: tuple) -> tuple[lis
     except connection.dialect.loaded_dbapi.Error as exc:
         lost = connection.dialect.is_disconnect(exc, dbapi_connection, cursor)
         if lost:
+            # As SQLAlchemy's own handler does (engine/base.py, _handle_dbapi_exception): every
+            # pooled connection as old as this one is recycled at its next checkout too. A
+            # restarted server killed them all; invalidating only this one handed the caller's
+            # one retry the next dead connection of the pool. Private, so SQLAlchemy is pinned
+            # below 2.2 and tests/test_prepared.py checks it.
+            connection.engine.pool._invalidate(connection.connection, exc)
             connection.invalidate(exc)
         raise DBAPIError.instance(
             sql, parameters, exc, connection.dialect.loaded_dbapi.Error, hide_parameters=True,
