@@ -101,3 +101,12 @@ def test_any_body_we_sign_the_reference_verifies(body, message_id, key):
     headers = standard_headers([secret], message_id, body, int(time.time()))
     Webhook(secret).verify(body, headers, json_parse=False)  # raises if it does not verify
     verify(secret, body, headers)
+
+
+def test_verify_takes_a_web_framework_s_header_object():
+    """Werkzeug's Headers (Flask's request.headers) is no Mapping; verify takes it as it is."""
+    from werkzeug.datastructures import Headers
+
+    secret = _secret()
+    verify(secret, BODY, Headers(standard_headers([secret], MESSAGE_ID, BODY, NOW)), now=NOW)
+    verify("s3cret", BODY, Headers({"X-Service-Signature": sign("s3cret", BODY, NOW)}), now=NOW)

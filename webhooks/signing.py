@@ -86,7 +86,8 @@ def verify(secret: str | Sequence[str], body: bytes, header: str | Mapping[str, 
     the future. Digests are compared in constant time, each one.
     """
     secrets = _secrets(secret)
-    if not isinstance(header, str) and isinstance(header, Mapping):
+    # Any object with items(): Flask's and Django's header objects are no Mapping.
+    if not isinstance(header, str) and hasattr(header, "items"):
         headers = {str(name).lower(): value for name, value in header.items()}
         if "webhook-signature" in headers:
             _verify_standard(secrets, body, headers, tolerance, now)
