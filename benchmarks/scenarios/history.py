@@ -134,16 +134,26 @@ def _deep_cursor(client, path: str, headers: dict, pages_down: int) -> str:
 
 @contextlib.contextmanager
 def _using(database_url: str):
-    """The service's code (settings, engines, the app) pointed at ``database_url`` for a while."""
+    """The service's code (settings, engines, the app) pointed at ``database_url`` for a while.
+
+    The API's per-account rate limit is off meanwhile: the scenario times what one request
+    costs, calling the same routes hundreds of times a second, which the limit (100 per
+    second by default) would turn away with 429.
+    """
     from webhooks.config import reset_settings_cache
 
-    before = os.environ["WEBHOOKS_DATABASE_URL"]
-    os.environ["WEBHOOKS_DATABASE_URL"] = database_url
+    changes = {"WEBHOOKS_DATABASE_URL": database_url, "WEBHOOKS_API_RATE_LIMIT": "off"}
+    before = {name: os.environ.get(name) for name in changes}
+    os.environ.update(changes)
     reset_settings_cache()
     try:
         yield
     finally:
-        os.environ["WEBHOOKS_DATABASE_URL"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         reset_settings_cache()
 
 
