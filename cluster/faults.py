@@ -87,6 +87,37 @@ class Fault:
         c.processes.stop("work3")
         c.start_worker("work3")
 
+    # beat-restart: the beat host's scheduler SIGKILLed and started again, twice within one
+    # sweep interval, from just after the interval's sweep was sent. Each restarted beat
+    # sends the sweep of the interval it is in at once (its schedule file, synced every
+    # 3 minutes, is older): the run's claim refuses it (webhooks/storage/scheduled_runs.py).
+    def _inject_beat_restart(self, c):
+        interval = float(c.service_env("beat")["WEBHOOKS_SWEEP_INTERVAL"])
+        time.sleep(interval - time.time() % interval + 0.3)  # one clock for every namespace
+        slot = time.time() // interval * interval
+        for _ in range(2):
+            _restart_beat(c)
+        c.log(f"fault {self.name}: beat killed and restarted twice, the last start "
+              f"{time.time() - slot:.1f} s into a {interval:g} s interval")
+
+    def _repair_beat_restart(self, c):
+        pass  # running again since the injection
+
+
+def _restart_beat(c, timeout: float = 30.0) -> None:
+    """SIGKILL the scheduler, start it again, and wait until it has started and had time to
+    send what was due at once."""
+    log = c.processes.running["beat"].log
+    started = log.read_text(errors="replace").count("beat: Starting")
+    c.processes.kill("beat")
+    c.start_beat()
+    deadline = time.monotonic() + timeout
+    while log.read_text(errors="replace").count("beat: Starting") <= started:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the restarted beat did not start within {timeout:g} s")
+        time.sleep(0.05)
+    time.sleep(0.3)  # its send at once follows its start within milliseconds
+
 
 FULL = (
     Fault("worker-pg", at=20, hold=30),
@@ -96,8 +127,9 @@ FULL = (
     Fault("replica-stop", at=185, hold=20),
     Fault("web-kill", at=225, hold=10),
     Fault("clock-skew", at=255, hold=40),
+    Fault("beat-restart", at=305, hold=10),
 )
-FULL_LOAD_S = 320.0
+FULL_LOAD_S = 330.0
 
 SHORT = (
     Fault("worker-pg", at=5, hold=10),
