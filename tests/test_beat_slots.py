@@ -139,3 +139,30 @@ def test_celeryconfig_schedules_the_sweep_and_the_purge_by_slots():
                          text=True, check=True, timeout=60)
     assert out.stdout.strip() == \
         '{"webhooks-sweep": ["SlotSchedule", 7.0], "webhooks-purge": ["SlotSchedule", 120.0]}'
+
+
+
+def test_a_send_decided_just_before_a_slot_starts_names_the_slot_beat_records(tmp_path):
+    """The clock moves on between beat's decision and the send: the send names the slot of
+    the time beat records as its last run, so no slot is sent twice (one was, when the
+    slot was read again at the send). Each start just before a slot's start is tried."""
+    for start_ms in range(9900, 10000, 2):
+        moving = FakeClock(T0 + dt.timedelta(milliseconds=start_ms))
+
+        def now():  # every reading of the clock moves it on by 4 ms
+            moving.advance(0.004)
+            return moving.at
+
+        app = Celery("slots-test", broker="memory://")
+        app.conf.beat_schedule = {"every-10": {"task": "tests.periodic",
+                                               "schedule": SlotSchedule(10, nowfun=now)}}
+        scheduler = PrivateScheduler(app=app, schedule_filename=str(tmp_path / f"s{start_ms}"))
+        sent = []
+        scheduler.send_task = lambda name, args, kwargs, **options: sent.append(kwargs["slot"])
+        scheduler.schedule["every-10"].last_run_at = T0 - dt.timedelta(seconds=5)
+        while moving.at < T0 + dt.timedelta(seconds=25):
+            delay = scheduler.tick()
+            if delay:
+                moving.advance(delay)
+        scheduler.close()
+        assert len(sent) == len(set(sent)) >= 2, (start_ms, sent)

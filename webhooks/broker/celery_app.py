@@ -101,13 +101,18 @@ class PrivateScheduler(PersistentScheduler):
         """Send ``entry``'s task; one on a :class:`~webhooks.broker.slots.SlotSchedule` gets
         the start of the slot it runs for as its ``slot`` argument (an ISO 8601 time).
 
-        The argument goes on a copy: the stored entry (and so the schedule file) keeps
-        celeryconfig's arguments.
+        The slot is that of the time beat recorded as this run's (``last_run_at`` of the
+        entry it stored when it decided to send, ``tick`` before this call), which decides
+        the next send: read from the clock again here, just before a slot starts, it
+        could name the next slot, which would then be sent twice. The argument goes on a
+        copy: the stored entry (and so the schedule file) keeps celeryconfig's arguments.
         """
         entry = self.reserve(entry) if advance else entry
         if isinstance(entry.schedule, SlotSchedule):
+            recorded = self.schedule[entry.name].last_run_at
             entry = copy.copy(entry)
-            entry.kwargs = {**entry.kwargs, "slot": entry.schedule.current_slot().isoformat()}
+            entry.kwargs = {**entry.kwargs,
+                            "slot": entry.schedule.slot_of(recorded).isoformat()}
         return super().apply_async(entry, producer, advance=False, **kwargs)
 
     def _open_schedule(self):

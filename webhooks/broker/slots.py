@@ -53,9 +53,9 @@ class SlotSchedule(schedule):
     def __init__(self, run_every, relative: bool = False, nowfun=None, app=None):
         super().__init__(run_every, relative=False, nowfun=nowfun or clock.now, app=app)
 
-    def current_slot(self) -> dt.datetime:
-        """The start of the slot the database's clock is in now."""
-        return slot_start(self.now(), self.seconds)
+    def slot_of(self, moment: dt.datetime) -> dt.datetime:
+        """The start of the slot that holds ``moment``."""
+        return slot_start(self.maybe_make_aware(moment), self.seconds)
 
     def is_due(self, last_run_at: dt.datetime) -> schedstate:
         """Due when the last run was sent in another slot than now's (also one ahead: a
@@ -63,7 +63,7 @@ class SlotSchedule(schedule):
         slot starts."""
         now = self.now()
         current = slot_start(now, self.seconds)
-        last = slot_start(self.maybe_make_aware(last_run_at), self.seconds)
+        last = self.slot_of(last_run_at)
         until_next = (current + self.run_every - now).total_seconds()
         return schedstate(is_due=last != current, next=until_next + SLOT_MARGIN_S)
 
