@@ -100,12 +100,13 @@ else:
 
 # Once per slot of each interval, by the database's clock, each run naming its slot: a
 # restarted or second beat cannot run a task twice in one interval (webhooks/broker/slots.py).
+# A run that could not start within its slot is superseded by the next one: it does nothing
+# (webhooks/storage/scheduled_runs.py). Not Celery's ``expires``, which each worker judges by
+# its own clock: a worker 90 s ahead dropped every sweep it took.
 beat_schedule = {
     "webhooks-sweep": {
         "task": "webhooks.sweep",
         "schedule": SlotSchedule(_settings.sweep_interval),
-        # A sweep that could not run in its interval is superseded by the next one.
-        "options": {"expires": max(_settings.sweep_interval, 1.0)},
     }
 }
 if _settings.retention_days:
@@ -113,7 +114,7 @@ if _settings.retention_days:
     beat_schedule["webhooks-purge"] = {
         "task": PURGE_TASK,
         "schedule": SlotSchedule(_settings.purge_interval),
-        "options": {"expires": max(_settings.purge_interval, 1.0), "queue": MAINTENANCE_QUEUE},
+        "options": {"queue": MAINTENANCE_QUEUE},
     }
 beat_schedule_filename = str(_settings.data_dir / "celerybeat-schedule")
 # The schedule file is created mode 0600 in a folder of mode 0700.

@@ -35,7 +35,8 @@ def deliver(delivery_id: str, attempt_count: int) -> None:
                  retry_kwargs={"max_retries": 1, "countdown": 1})
 def sweep(self, slot: str | None = None) -> None:
     """Send due parked deliveries and recover lost messages and dead workers' claims."""
-    run_sweep(slot=Slot.sent(SWEEP_TASK, slot, self.request.id))
+    settings = get_settings()
+    run_sweep(settings, slot=Slot.sent(SWEEP_TASK, slot, self.request.id, settings.sweep_interval))
 
 
 # A deadlock with a replay of a row being purged is retried; the next run would anyway.
@@ -46,4 +47,4 @@ def purge(self, slot: str | None = None) -> None:
     settings = get_settings()
     run_scheduled(get_engine(), retention_days=settings.retention_days,
                   batch=settings.purge_batch, seconds=settings.purge_seconds,
-                  slot=Slot.sent(PURGE_TASK, slot, self.request.id))
+                  slot=Slot.sent(PURGE_TASK, slot, self.request.id, settings.purge_interval))

@@ -11,6 +11,11 @@ made while another transaction's claim of the slot is uncommitted waits for it:
 refused if it commits, claimed if it rolls back (the sweep claims in its own
 transaction, so a sweep that failed leaves its slot to the next send).
 
+A run that starts after its slot has ended, by the database's clock (it
+waited in the queue behind a backlog), claims nothing and does nothing: the
+next slot's run does its work. (Celery's ``expires`` did this by each
+worker's own clock, so a worker whose clock was ahead dropped every run.)
+
 Only beat's runs claim: a sweep asked for by a resume names no slot and
 always runs. Each claim also deletes its task's rows older than :data:`KEEP`.
 """
@@ -39,14 +44,20 @@ _runs = ScheduledRun.__table__
 
 @dataclass(frozen=True)
 class Slot:
-    """A beat-sent run: its task's name, the start of its slot, its Celery task id."""
+    """A beat-sent run: its task's name, the start of its slot, its Celery task id, and
+    the slot's length (s: the task's interval)."""
 
     task: str
     start: dt.datetime
     run_id: str
+    seconds: float
+
+    @property
+    def end(self) -> dt.datetime:
+        return self.start + dt.timedelta(seconds=self.seconds)
 
     @classmethod
-    def sent(cls, task: str, slot: str | None, run_id: str) -> "Slot | None":
+    def sent(cls, task: str, slot: str | None, run_id: str, seconds: float) -> "Slot | None":
         """The slot a message names (``slot``: ISO 8601, from beat), or None when it names
         none (a sweep asked for by a resume, or a message of an older beat)."""
         if not slot:
@@ -54,13 +65,19 @@ class Slot:
         start = dt.datetime.fromisoformat(slot)
         if start.tzinfo is None:
             start = start.replace(tzinfo=dt.timezone.utc)
-        return cls(task, start, run_id)
+        return cls(task, start, run_id, seconds)
 
 
 def claim(connection: Connection, slot: Slot) -> bool:
     """Claim ``slot`` in the caller's transaction; True if this run has it and may work."""
+    now = clock.now()
+    if now >= slot.end:
+        log.info("%s: the run of slot %s starts %.1f s after its slot ended; it does nothing "
+                 "(the next slot's run does its work)", slot.task, slot.start.isoformat(),
+                 (now - slot.end).total_seconds())
+        return False
     values = {"task": slot.task, "slot_start": slot.start, "run_id": slot.run_id,
-              "claimed_at": clock.now(), "refused": 0}
+              "claimed_at": now, "refused": 0}
     statement = backend_of(connection).claim_row(_runs, values, key=("task", "slot_start"),
                                                  owner="run_id", refused="refused")
     owner = connection.execute(statement).scalar_one()
