@@ -95,28 +95,32 @@ class Fault:
         interval = float(c.service_env("beat")["WEBHOOKS_SWEEP_INTERVAL"])
         time.sleep(interval - time.time() % interval + 0.3)  # one clock for every namespace
         slot = time.time() // interval * interval
-        for _ in range(2):
-            _restart_beat(c)
-        c.log(f"fault {self.name}: beat killed and restarted twice, the last start "
-              f"{time.time() - slot:.1f} s into a {interval:g} s interval")
+        times = [_restart_beat(c) for _ in range(2)]
+        c.log(f"fault {self.name}: beat killed and restarted twice: killed at "
+              + " and ".join(f"+{killed - slot:.1f} s, up at +{up - slot:.1f} s"
+                             for killed, up in times)
+              + f" into a {interval:g} s interval")
 
     def _repair_beat_restart(self, c):
         pass  # running again since the injection
 
 
-def _restart_beat(c, timeout: float = 30.0) -> None:
+def _restart_beat(c, timeout: float = 30.0) -> tuple[float, float]:
     """SIGKILL the scheduler, start it again, and wait until it has started and had time to
-    send what was due at once."""
+    send what was due at once; returns when it was killed and when it was up (Unix times)."""
     log = c.processes.running["beat"].log
     started = log.read_text(errors="replace").count("beat: Starting")
     c.processes.kill("beat")
+    killed = time.time()
     c.start_beat()
     deadline = time.monotonic() + timeout
     while log.read_text(errors="replace").count("beat: Starting") <= started:
         if time.monotonic() > deadline:
             raise RuntimeError(f"the restarted beat did not start within {timeout:g} s")
         time.sleep(0.05)
+    up = time.time()
     time.sleep(0.3)  # its send at once follows its start within milliseconds
+    return killed, up
 
 
 FULL = (
