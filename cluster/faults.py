@@ -96,13 +96,21 @@ class Fault:
         time.sleep(interval - time.time() % interval + 0.3)  # one clock for every namespace
         slot = time.time() // interval * interval
         times = [_restart_beat(c) for _ in range(2)]
-        c.log(f"fault {self.name}: beat killed and restarted twice: killed at "
-              + " and ".join(f"+{killed - slot:.1f} s, up at +{up - slot:.1f} s"
-                             for killed, up in times)
-              + f" into a {interval:g} s interval")
+        c.log(f"fault {self.name}: into a {interval:g} s interval, beat killed at "
+              + ", then at ".join(f"+{killed - slot:.1f} s and up at +{up - slot:.1f} s"
+                                  for killed, up in times))
 
     def _repair_beat_restart(self, c):
         pass  # running again since the injection
+
+    # beat-twice: a second scheduler started by mistake (on the beat host, with a data
+    # folder of its own) beside the first, until the repair: both send every interval's
+    # sweep, and every interval's second send is refused.
+    def _inject_beat_twice(self, c):
+        c.start_beat("beat2")
+
+    def _repair_beat_twice(self, c):
+        c.processes.stop("beat2")
 
 
 def _restart_beat(c, timeout: float = 30.0) -> tuple[float, float]:
@@ -132,8 +140,9 @@ FULL = (
     Fault("web-kill", at=225, hold=10),
     Fault("clock-skew", at=255, hold=40),
     Fault("beat-restart", at=305, hold=10),
+    Fault("beat-twice", at=325, hold=20),
 )
-FULL_LOAD_S = 330.0
+FULL_LOAD_S = 355.0
 
 SHORT = (
     Fault("worker-pg", at=5, hold=10),

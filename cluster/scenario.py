@@ -172,11 +172,11 @@ class Cluster:
             env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME=clock_offset, FAKETIME_DONT_RESET="1")
         return start_procfile_entry(self.processes, name, "worker", self.host(name), env)
 
-    def start_beat(self):
-        """The Procfile's ``scheduler``; its schedule file stays in the host's data folder
-        across restarts, as on a real host."""
-        return start_procfile_entry(self.processes, "beat", "scheduler", self.host("beat"),
-                                    self.service_env("beat"))
+    def start_beat(self, name: str = "beat"):
+        """The Procfile's ``scheduler`` on the beat host, as process ``name`` with the data
+        folder of that name: its schedule file stays there across restarts, as on a host."""
+        return start_procfile_entry(self.processes, name, "scheduler", self.host("beat"),
+                                    self.service_env(name))
 
     def start_redis(self, name: str, replica_of: str | None = None):
         return start_redis(self.processes, name, self.host(name), self.run_dir / "redis" / name,
