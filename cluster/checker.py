@@ -27,6 +27,7 @@ counts:
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,6 +192,7 @@ class SweepRuns:
     refused_in: dict = field(default_factory=dict)  # fault name -> refused sends
     refused_total: int = 0    # refused sends of the whole run (set-up and drain too)
     logged_refusals: int = 0  # the workers' log lines of refused sends (the whole run)
+    late: int = 0             # runs that started after their interval ended (workers' logs)
 
     def line(self) -> str:
         missed = ", ".join(f"{name} {count}" for name, count in self.missed.items()) or "0"
@@ -199,7 +201,8 @@ class SweepRuns:
                 f"{self.once} run exactly once, none twice, missed {missed}; "
                 f"{self.refused} sends refused ({refused or 'none in a fault'}); over the "
                 f"whole run {self.refused_total} refused, {self.logged_refusals} in the "
-                f"workers' logs")
+                f"workers' logs, and {self.late} runs that started after their interval "
+                f"ended did nothing")
 
 
 def sweep_runs(rows: list[dict], interval: float, start: float, end: float,
@@ -222,7 +225,10 @@ def sweep_runs(rows: list[dict], interval: float, start: float, end: float,
         else:
             result.missed[cause or "none"] = result.missed.get(cause or "none", 0) + 1
     result.refused_total = sum(int(row["refused"]) for row in rows)
-    result.logged_refusals = worker_log_text.count("webhooks.sweep: the run of slot")
+    result.logged_refusals = len(re.findall(r"webhooks\.sweep: the run of slot \S+ was made "
+                                            r"already", worker_log_text))
+    result.late = len(re.findall(r"webhooks\.sweep: the run of slot \S+ starts [\d.]+ s after "
+                                 r"its slot ended", worker_log_text))
     return result
 
 

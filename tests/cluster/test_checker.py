@@ -90,11 +90,12 @@ def test_the_sweep_runs_per_interval_with_misses_and_refusals_put_down_to_faults
             {"slot": 50.0, "refused": 3}]  # before the load: in the whole run's total only
     faults = [{"name": "beat-restart", "start": 104.0, "end": 106.0},
               {"name": "redis-primary-kill", "start": 111.0, "end": 117.0}]
-    logs = "webhooks.sweep: the run of slot x was made already\n" * 6
+    logs = ("webhooks.sweep: the run of slot x was made already (by a); this one (b)\n" * 6
+            + "webhooks.sweep: the run of slot x starts 6.6 s after its slot ended; it does\n")
     runs = sweep_runs(rows, 5, start=98.0, end=131.0, faults=faults, worker_log_text=logs)
     assert (runs.slots, runs.once) == (7, 4)
     assert runs.missed == {"redis-primary-kill": 2, "none": 1}
     assert (runs.refused, runs.refused_in) == (3, {"beat-restart": 2, "none": 1})
-    assert (runs.refused_total, runs.logged_refusals) == (6, 6)
+    assert (runs.refused_total, runs.logged_refusals, runs.late) == (6, 6, 1)
     assert runs.line().startswith("cluster: sweep runs per 5 s interval: 7 intervals, 4 run "
                                   "exactly once, none twice, missed redis-primary-kill 2, none 1")
