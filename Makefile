@@ -36,7 +36,7 @@ cluster: $(BIN)/.installed
 
 .PHONY: guides
 ## guides: docs/deploy.md, docs/upgrade.md and docs/integrate.md followed as written on a
-## cluster of network namespaces (root; about 15 minutes): web hosts behind an nginx TLS
+## cluster of network namespaces (root; about 10 minutes): web hosts behind an nginx TLS
 ## balancer, workers, one scheduler, a Sentinel broker, a read replica, an app host, a
 ## rolling upgrade from an older commit and back. Prints each check and, last,
 ## `guides: checks passed: deploy.md N/N, integrate.md N/N, upgrade.md N/N`.
