@@ -34,6 +34,16 @@ cluster: $(BIN)/.installed
 	bash scripts/cluster-setup.sh
 	$(BIN)/python -m cluster
 
+.PHONY: guides
+## guides: docs/deploy.md, docs/upgrade.md and docs/integrate.md followed as written on a
+## cluster of network namespaces (root; about 10 minutes): web hosts behind an nginx TLS
+## balancer, workers, one scheduler, a Sentinel broker, a read replica, an app host, a
+## rolling upgrade from an older commit and back. Prints each check and, last,
+## `guides: checks passed: deploy.md N/N, integrate.md N/N, upgrade.md N/N`.
+guides: $(BIN)/.installed
+	bash scripts/cluster-setup.sh --guides
+	$(BIN)/python -m cluster.guides
+
 ## run: the whole service on the embedded defaults (SQLite + file broker), no server needed.
 ## `webhooks dev` migrates too; PORT (default 5000) and WEBHOOKS_* variables pass through.
 run: $(BIN)/.installed

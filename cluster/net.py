@@ -105,3 +105,12 @@ def leftover_namespaces(prefix_start: str) -> list[str]:
     """Namespaces whose name starts with ``prefix_start`` (a run that died before tearing down)."""
     listed = run("ip", "netns", "list", check=False).stdout.split("\n")
     return [line.split()[0] for line in listed if line.startswith(prefix_start)]
+
+
+def kill_processes(namespace: str) -> None:
+    """SIGKILL every process inside ``namespace``, also those that left the process group
+    they were started in (a daemon such as nginx)."""
+    pids = run("ip", "netns", "pids", namespace, check=False).stdout.split()
+    if pids:
+        run("kill", "-KILL", *pids, check=False)
+
