@@ -26,8 +26,6 @@ from .events import ENVELOPE_SCHEMAS, EventTypeListSchema, EventTypeSchema, Samp
 from .portal_links import PortalLinkCreateSchema, PortalLinkSchema
 from .subscriptions import (
     MAX_DESCRIPTION_LENGTH,
-    MAX_IN_FLIGHT_MAX,
-    RATE_LIMIT_RANGE,
     RecoveredSchema,
     RecoverSchema,
     RotateSecretSchema,
@@ -49,7 +47,7 @@ __all__ = [
     "MAX_DESCRIPTION_LENGTH", "SubscriptionCreateSchema", "SubscriptionListSchema",
     "SubscriptionQuerySchema",
     "SubscriptionSchema", "SubscriptionUpdateSchema", "SubscriptionWithSecretSchema",
-    "TestSentSchema", "MAX_IN_FLIGHT_MAX", "RATE_LIMIT_RANGE", "RecoveredSchema",
+    "TestSentSchema", "RecoveredSchema",
     "RecoverSchema", "RotateSecretSchema", "subscription_resource",
     "PortalLinkCreateSchema", "PortalLinkSchema",
 ]
