@@ -29,7 +29,9 @@ def test_every_option_is_a_column_of_subscriptions():
 
 
 def test_create_and_change_take_the_editable_options_stored_as_given():
-    assert SETTABLE == {"max_in_flight": None, "rate_limit": None}
+    assert {"max_in_flight", "rate_limit"} <= set(SETTABLE)
+    assert "in_flight_limit" not in SETTABLE  # read-only
+    assert "signature_scheme" not in SETTABLE  # applied with a new secret (services)
     assert set(changes.SETTINGS) == {"event_types", "description", "headers", *SETTABLE}
 
 
