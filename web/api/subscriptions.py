@@ -32,6 +32,7 @@ from ..schemas import (
     RecoveredSchema,
     RecoverSchema,
     RotateSecretSchema,
+    SubscriptionChangedSchema,
     SubscriptionCreateSchema,
     SubscriptionListSchema,
     SubscriptionQuerySchema,
@@ -167,7 +168,7 @@ def get(subscription_id: str) -> Response:
     "is dropped): the answer then holds `secret`.",
     body=SubscriptionUpdateSchema,
     responses={200: ("The changed subscription; with `secret` (and `next_secret`) when "
-                     "`signature_scheme` changed", SubscriptionSchema)},
+                     "`signature_scheme` changed", SubscriptionChangedSchema)},
     errors=_SETTINGS_ERRORS,
 )
 def update(subscription_id: str) -> Response:

@@ -31,6 +31,7 @@ __all__ = [
     "SubscriptionUpdateSchema",
     "SubscriptionSchema",
     "SubscriptionWithSecretSchema",
+    "SubscriptionChangedSchema",
     "SubscriptionListSchema",
     "TestSentSchema",
     "RotateSecretSchema",
@@ -194,6 +195,17 @@ class SubscriptionWithSecretSchema(SubscriptionSchema):
         required=True, allow_none=True,
         metadata={"description": "a staged secret, signing from `next_secret_active_at` on; "
                                  "null when none is staged"})
+
+
+class SubscriptionChangedSchema(SubscriptionSchema):
+    """Answer of ``PATCH /subscriptions/<id>``: a subscription, with ``secret`` and
+    ``next_secret`` only when the change of ``signature_scheme`` gave it a new secret."""
+
+    secret = fields.String(metadata={"description": "the new secret, which signs from now on; "
+                                                    "only when `signature_scheme` changed"})
+    next_secret = fields.String(allow_none=True, metadata={
+        "description": "null (a change of scheme drops a staged secret); only when "
+                       "`signature_scheme` changed"})
 
 
 def _paused_reason(subscription: Subscription) -> str | None:
