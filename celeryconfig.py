@@ -29,6 +29,7 @@ from kombu import Queue
 
 from webhooks.broker.celery_app import DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
 from webhooks.broker.redis_transport import uses_this_transport
+from webhooks.broker.slots import SlotSchedule
 from webhooks.config import get_settings
 
 _settings = get_settings()
@@ -97,20 +98,23 @@ else:
             "socket_timeout": max(_settings.publish_timeout, 5.0),
         }
 
+# Once per slot of each interval, by the database's clock, each run naming its slot: a
+# restarted or second beat cannot run a task twice in one interval (webhooks/broker/slots.py).
+# A run that could not start within its slot is superseded by the next one: it does nothing
+# (webhooks/storage/scheduled_runs.py). Not Celery's ``expires``, which each worker judges by
+# its own clock: a worker 90 s ahead dropped every sweep it took.
 beat_schedule = {
     "webhooks-sweep": {
         "task": "webhooks.sweep",
-        "schedule": _settings.sweep_interval,
-        # A sweep that could not run in its interval is superseded by the next one.
-        "options": {"expires": max(_settings.sweep_interval, 1.0)},
+        "schedule": SlotSchedule(_settings.sweep_interval),
     }
 }
 if _settings.retention_days:
     # Retention (webhooks/storage/retention.py): a few seconds of small batches per interval.
     beat_schedule["webhooks-purge"] = {
         "task": PURGE_TASK,
-        "schedule": _settings.purge_interval,
-        "options": {"expires": max(_settings.purge_interval, 1.0), "queue": MAINTENANCE_QUEUE},
+        "schedule": SlotSchedule(_settings.purge_interval),
+        "options": {"queue": MAINTENANCE_QUEUE},
     }
 beat_schedule_filename = str(_settings.data_dir / "celerybeat-schedule")
 # The schedule file is created mode 0600 in a folder of mode 0700.

@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     for url, (stored, expected) in verdict.counters.items():
         print(f"cluster: pause counter of {url}: {stored} stored, {expected} from the attempts"
               + ("" if stored == expected else "  <-- differs"))
+    if verdict.sweeps is not None:
+        print(verdict.sweeps.line())
     for why, what in verdict.lost_detail:
         print(f"cluster: lost: {why}: {what}")
     for status, what in verdict.stuck_detail:

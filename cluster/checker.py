@@ -17,17 +17,22 @@ counts:
   explained by the latest fault whose window (its start to its end plus
   ``explain_after`` s) holds it, or unexplained;
 - pause counters: each subscription's ``consecutive_failures`` against its
-  attempts: the failures recorded after its last success, by attempt id.
+  attempts: the failures recorded after its last success, by attempt id;
+- the sweep's runs per interval (:func:`sweep_runs`): each slot of
+  WEBHOOKS_SWEEP_INTERVAL from the load's start to its end, with the run that
+  claimed it in ``scheduled_runs`` (at most one: its key) and the sends of it
+  refused; against the workers' logs, where each refused send says so.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Verdict", "verdict", "read_lines", "read_primary"]
+__all__ = ["Verdict", "verdict", "read_lines", "read_primary", "sweep_runs", "SweepRuns"]
 
 
 @dataclass
@@ -43,6 +48,7 @@ class Verdict:
     lost_detail: list = field(default_factory=list)  # (why, id), at most 20 kept
     stuck_detail: list = field(default_factory=list)
     counters: dict = field(default_factory=dict)     # subscription url -> (stored, expected)
+    sweeps: "SweepRuns | None" = None
 
     @property
     def counters_exact(self) -> bool:
@@ -88,6 +94,9 @@ def read_primary(url: str) -> dict:
             "attempts": [dict(r._mapping) for r in connection.execute(text(
                 "SELECT a.id, d.subscription_id, a.outcome FROM attempts a "
                 "JOIN deliveries d ON d.id = a.delivery_id ORDER BY a.id"))],
+            "sweep_runs": [dict(r._mapping) for r in connection.execute(text(
+                "SELECT extract(epoch FROM slot_start) AS slot, refused FROM scheduled_runs "
+                "WHERE task = 'webhooks.sweep' ORDER BY slot_start"))],
         }
     engine.dispose()
     return rows
@@ -169,3 +178,61 @@ def _check_counters(result: Verdict, primary: dict) -> None:
     for subscription in primary["subscriptions"]:
         result.counters[subscription["url"]] = (subscription["consecutive_failures"],
                                                 expected[subscription["id"]])
+
+
+@dataclass
+class SweepRuns:
+    """The sweep's runs per slot of its interval over the load (see :func:`sweep_runs`)."""
+
+    interval: float
+    slots: int = 0          # slots that started within the load
+    once: int = 0           # ... run exactly once
+    missed: dict = field(default_factory=dict)   # fault name (or "none") -> slots not run
+    refused: int = 0        # sends of a slot already run (a restarted or second beat)
+    refused_in: dict = field(default_factory=dict)  # fault name -> refused sends
+    refused_total: int = 0    # refused sends of the whole run (set-up and drain too)
+    logged_refusals: int = 0  # the workers' log lines of refused sends (the whole run)
+    late: int = 0             # runs that started after their interval ended (workers' logs)
+
+    def line(self) -> str:
+        missed = ", ".join(f"{name} {count}" for name, count in self.missed.items()) or "0"
+        refused = ", ".join(f"{name} {count}" for name, count in self.refused_in.items())
+        return (f"cluster: sweep runs per {self.interval:g} s interval: {self.slots} intervals, "
+                f"{self.once} run exactly once, none twice, missed {missed}; "
+                f"{self.refused} sends refused ({refused or 'none in a fault'}); over the "
+                f"whole run {self.refused_total} refused, {self.logged_refusals} in the "
+                f"workers' logs, and {self.late} runs that started after their interval "
+                f"ended did nothing")
+
+
+def sweep_runs(rows: list[dict], interval: float, start: float, end: float,
+               faults: list[dict], worker_log_text: str = "") -> SweepRuns:
+    """Each slot of ``interval`` s starting within [``start``, ``end``] (Unix times): run
+    once (a row in ``scheduled_runs``; its key allows no second) or missed, a miss put
+    down to the fault whose window holds the slot; the refused sends, likewise."""
+    result = SweepRuns(interval)
+    ran = {round(float(row["slot"]) / interval): int(row["refused"]) for row in rows}
+    first, last = int(-(-start // interval)), int(end // interval)
+    for index in range(first, last + 1):
+        result.slots += 1
+        cause = _fault_at(index * interval, interval, faults)
+        if index in ran:
+            result.once += 1
+            if ran[index]:
+                result.refused += ran[index]
+                result.refused_in[cause or "none"] = result.refused_in.get(cause or "none", 0) \
+                    + ran[index]
+        else:
+            result.missed[cause or "none"] = result.missed.get(cause or "none", 0) + 1
+    result.refused_total = sum(int(row["refused"]) for row in rows)
+    result.logged_refusals = len(re.findall(r"webhooks\.sweep: the run of slot \S+ was made "
+                                            r"already", worker_log_text))
+    result.late = len(re.findall(r"webhooks\.sweep: the run of slot \S+ starts [\d.]+ s after "
+                                 r"its slot ended", worker_log_text))
+    return result
+
+
+def _fault_at(slot: float, interval: float, faults: list[dict]) -> str | None:
+    """The latest fault whose window (start to end) overlaps the slot."""
+    holding = [f for f in faults if f["start"] < slot + interval and slot <= f["end"]]
+    return max(holding, key=lambda f: f["start"])["name"] if holding else None

@@ -87,6 +87,49 @@ class Fault:
         c.processes.stop("work3")
         c.start_worker("work3")
 
+    # beat-restart: the beat host's scheduler SIGKILLed and started again, twice within one
+    # sweep interval, from just after the interval's sweep was sent. Each restarted beat
+    # sends the sweep of the interval it is in at once (its schedule file, synced every
+    # 3 minutes, is older): the run's claim refuses it (webhooks/storage/scheduled_runs.py).
+    def _inject_beat_restart(self, c):
+        interval = float(c.service_env("beat")["WEBHOOKS_SWEEP_INTERVAL"])
+        time.sleep(interval - time.time() % interval + 0.3)  # one clock for every namespace
+        slot = time.time() // interval * interval
+        times = [_restart_beat(c) for _ in range(2)]
+        c.log(f"fault {self.name}: into a {interval:g} s interval, beat killed at "
+              + ", then at ".join(f"+{killed - slot:.1f} s and up at +{up - slot:.1f} s"
+                                  for killed, up in times))
+
+    def _repair_beat_restart(self, c):
+        pass  # running again since the injection
+
+    # beat-twice: a second scheduler started by mistake (on the beat host, with a data
+    # folder of its own) beside the first, until the repair: both send every interval's
+    # sweep, and every interval's second send is refused.
+    def _inject_beat_twice(self, c):
+        c.start_beat("beat2")
+
+    def _repair_beat_twice(self, c):
+        c.processes.stop("beat2")
+
+
+def _restart_beat(c, timeout: float = 30.0) -> tuple[float, float]:
+    """SIGKILL the scheduler, start it again, and wait until it has started and had time to
+    send what was due at once; returns when it was killed and when it was up (Unix times)."""
+    log = c.processes.running["beat"].log
+    started = log.read_text(errors="replace").count("beat: Starting")
+    c.processes.kill("beat")
+    killed = time.time()
+    c.start_beat()
+    deadline = time.monotonic() + timeout
+    while log.read_text(errors="replace").count("beat: Starting") <= started:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the restarted beat did not start within {timeout:g} s")
+        time.sleep(0.05)
+    up = time.time()
+    time.sleep(0.3)  # its send at once follows its start within milliseconds
+    return killed, up
+
 
 FULL = (
     Fault("worker-pg", at=20, hold=30),
@@ -96,8 +139,10 @@ FULL = (
     Fault("replica-stop", at=185, hold=20),
     Fault("web-kill", at=225, hold=10),
     Fault("clock-skew", at=255, hold=40),
+    Fault("beat-restart", at=305, hold=10),
+    Fault("beat-twice", at=325, hold=20),
 )
-FULL_LOAD_S = 320.0
+FULL_LOAD_S = 355.0
 
 SHORT = (
     Fault("worker-pg", at=5, hold=10),

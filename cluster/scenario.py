@@ -44,7 +44,9 @@ FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
 SERVICE_SETTINGS = {
     "WEBHOOKS_RETRY_DELAYS": "2,4,8",
     "WEBHOOKS_TIMEOUT": "5",
-    "WEBHOOKS_SWEEP_INTERVAL": "2",
+    # The service's default; long enough for the beat-restart fault's two restarts to fit
+    # in one interval (a beat starts in about a second here).
+    "WEBHOOKS_SWEEP_INTERVAL": "5",
     "WEBHOOKS_RECOVER_AFTER": "10",
     "WEBHOOKS_PAUSE_AFTER": "1000000",  # the /fail subscription is never paused: its counter climbs
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receivers are on the cluster's own subnet
@@ -134,8 +136,7 @@ class Cluster:
             self.start_web(name)
         for name in ("work1", "work2", "work3"):
             self.start_worker(name)
-        start_procfile_entry(self.processes, "beat", "scheduler", self.host("beat"),
-                             self.service_env("beat"))
+        self.start_beat()
         for name in ("recv1", "recv2"):
             wait_for_port(self.host("ctl"), self.host(name).address, RECEIVER_PORT)
         for name in ("web1", "web2"):
@@ -170,6 +171,12 @@ class Cluster:
             # libfaketime moves this host's processes' clock alone.
             env.update(LD_PRELOAD=FAKETIME_LIB, FAKETIME=clock_offset, FAKETIME_DONT_RESET="1")
         return start_procfile_entry(self.processes, name, "worker", self.host(name), env)
+
+    def start_beat(self, name: str = "beat"):
+        """The Procfile's ``scheduler`` on the beat host, as process ``name`` with the data
+        folder of that name: its schedule file stays there across restarts, as on a host."""
+        return start_procfile_entry(self.processes, name, "scheduler", self.host("beat"),
+                                    self.service_env(name))
 
     def start_redis(self, name: str, replica_of: str | None = None):
         return start_redis(self.processes, name, self.host(name), self.run_dir / "redis" / name,
@@ -208,16 +215,23 @@ class Cluster:
             time.sleep(2)
         return time.monotonic() - started
 
-    def check(self, faults: list[dict]) -> checker.Verdict:
+    def check(self, faults: list[dict], load: tuple[float, float]) -> checker.Verdict:
+        """The checker's verdict, with the sweep's runs per interval over ``load`` (the
+        load's start and end, Unix times)."""
         logs = self.run_dir / "logs"
         primary = self._read_primary()
-        return checker.verdict(
+        result = checker.verdict(
             primary, checker.read_lines(sorted(logs.glob("emit*.jsonl"))),
             checker.read_lines(sorted(logs.glob("recv*.jsonl"))), faults,
             max_attempts=len(SERVICE_SETTINGS["WEBHOOKS_RETRY_DELAYS"].split(",")) + 1,
             explain_after=float(SERVICE_SETTINGS["WEBHOOKS_TIMEOUT"])
             + float(SERVICE_SETTINGS["WEBHOOKS_RECOVER_AFTER"]) + 30,
             stuck_slack=float(SERVICE_SETTINGS["WEBHOOKS_RECOVER_AFTER"]))
+        workers = "".join(path.read_text(errors="replace") for path in logs.glob("work*.log"))
+        result.sweeps = checker.sweep_runs(
+            primary["sweep_runs"], float(SERVICE_SETTINGS["WEBHOOKS_SWEEP_INTERVAL"]), *load,
+            faults, workers)
+        return result
 
     def _read_primary(self) -> dict:
         """checker.read_primary, run inside the control host (the primary is there only)."""
@@ -276,7 +290,7 @@ def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
         load_ended = time.time()
         drained = cluster.drain(drain_timeout)
         log(f"cluster: load over, drained in {drained:.0f} s")
-        verdict = cluster.check(windows)
+        verdict = cluster.check(windows, (load_started, load_ended))
         received = checker.read_lines(sorted((run_dir / "logs").glob("recv*.jsonl")))
         emitted = checker.read_lines(sorted((run_dir / "logs").glob("emit*.jsonl")))
         summary = figures.summarize(windows, received, emitted, load_started, load_ended)

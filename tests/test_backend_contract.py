@@ -23,7 +23,8 @@ from webhooks.lifecycle.recover import recover
 from webhooks.storage import rollup, waiting_counts
 from webhooks.storage.backends import Backend, backend_of
 from webhooks.storage.db import get_engine, session_scope
-from webhooks.storage.models import Attempt, AttemptTotal, Delivery, Event, Subscription, utcnow
+from webhooks.storage.models import (Attempt, AttemptTotal, Delivery, Event, ScheduledRun,
+                                     Subscription, utcnow)
 
 RULES = Rules((60, 300, 1800, 7200, 43200), countdown_limit=300, pause_after=2)
 
@@ -174,6 +175,23 @@ def test_waiting_counts_follow_the_statuses(account):
     with get_engine().connect() as connection:
         counts = waiting_counts.read(connection)
     assert (counts["pending"], counts["sending"]) == (0, 1)
+
+
+def test_a_claimed_row_is_inserted_once_and_refusals_are_counted(any_db):
+    runs = ScheduledRun.__table__
+    backend = backend_of(get_engine())
+    slot = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.timezone.utc)
+
+    def claim_row(run_id):
+        values = {"task": "t", "slot_start": slot, "run_id": run_id, "claimed_at": slot,
+                  "refused": 0}
+        with get_engine().begin() as connection:
+            return connection.execute(backend.claim_row(
+                runs, values, ("task", "slot_start"), "run_id", "refused")).scalar_one()
+
+    assert [claim_row(run) for run in ("a", "b", "a", "c")] == ["a", "a", "a", "a"]
+    with get_engine().connect() as connection:
+        assert connection.execute(select(runs.c.run_id, runs.c.refused)).all() == [("a", 2)]
 
 
 def test_locks_and_snapshots_are_usable(account):

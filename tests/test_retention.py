@@ -188,7 +188,8 @@ def test_webhooks_db_purge_prints_what_it_deleted(tmp_path):
 def test_the_scheduler_purges_only_while_retention_is_on(tmp_path, days, scheduled):
     """Read in a fresh interpreter, as beat reads celeryconfig."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    script = "import celeryconfig, json; print(json.dumps(celeryconfig.beat_schedule))"
+    script = ("import celeryconfig, json; "
+              "print(json.dumps(celeryconfig.beat_schedule, default=lambda every: every.seconds))")
     env = {**os.environ, "WEBHOOKS_RETENTION_DAYS": days, "WEBHOOKS_PURGE_INTERVAL": "120",
            "WEBHOOKS_DATA_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True,

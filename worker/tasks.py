@@ -10,6 +10,7 @@ from webhooks.lifecycle.attempt import run_attempt
 from webhooks.lifecycle.sweep import run_sweep
 from webhooks.storage.db import get_engine
 from webhooks.storage.retention import run_scheduled
+from webhooks.storage.scheduled_runs import Slot
 
 celery_app = get_app()  # the worker's entry point: the app is built here
 
@@ -28,18 +29,22 @@ def deliver(delivery_id: str, attempt_count: int) -> None:
     run_attempt(delivery_id, attempt_count)
 
 
-@celery_app.task(name=SWEEP_TASK, autoretry_for=(OperationalError,),
+# ``slot``: beat's runs name the slot of their interval and run once per slot, however
+# often beat sends it (webhooks/storage/scheduled_runs.py); a resume's sweep names none.
+@celery_app.task(name=SWEEP_TASK, bind=True, autoretry_for=(OperationalError,),
                  retry_kwargs={"max_retries": 1, "countdown": 1})
-def sweep() -> None:
+def sweep(self, slot: str | None = None) -> None:
     """Send due parked deliveries and recover lost messages and dead workers' claims."""
-    run_sweep()
+    settings = get_settings()
+    run_sweep(settings, slot=Slot.sent(SWEEP_TASK, slot, self.request.id, settings.sweep_interval))
 
 
 # A deadlock with a replay of a row being purged is retried; the next run would anyway.
-@celery_app.task(name=PURGE_TASK, autoretry_for=(OperationalError,),
+@celery_app.task(name=PURGE_TASK, bind=True, autoretry_for=(OperationalError,),
                  retry_kwargs={"max_retries": 1, "countdown": 5})
-def purge() -> None:
+def purge(self, slot: str | None = None) -> None:
     """Apply retention for at most WEBHOOKS_PURGE_SECONDS (webhooks.storage.retention)."""
     settings = get_settings()
     run_scheduled(get_engine(), retention_days=settings.retention_days,
-                  batch=settings.purge_batch, seconds=settings.purge_seconds)
+                  batch=settings.purge_batch, seconds=settings.purge_seconds,
+                  slot=Slot.sent(PURGE_TASK, slot, self.request.id, settings.purge_interval))

@@ -3,7 +3,7 @@ counts as lost, stuck and duplicated, and which fault explains a duplicate."""
 
 from __future__ import annotations
 
-from cluster.checker import verdict
+from cluster.checker import sweep_runs, verdict
 
 NOW = 1000.0
 SUBSCRIPTIONS = [{"id": "s-ok", "url": "/ok", "event_types": None, "consecutive_failures": 0},
@@ -80,3 +80,22 @@ def test_a_duplicate_is_explained_by_the_latest_fault_whose_window_holds_it():
     assert result.duplicates == 3
     assert result.explained == {"first": 1, "second": 1}
     assert result.unexplained == ["c"]
+
+
+def test_the_sweep_runs_per_interval_with_misses_and_refusals_put_down_to_faults():
+    # Slots of 5 s from 100 to 130: 100 and 105 ran (105 with two sends refused), 110 and
+    # 115 missed within a fault, 120 missed outside every fault, 125 and 130 ran.
+    rows = [{"slot": 100.0, "refused": 0}, {"slot": 105.0, "refused": 2},
+            {"slot": 125.0, "refused": 0}, {"slot": 130.0, "refused": 1},
+            {"slot": 50.0, "refused": 3}]  # before the load: in the whole run's total only
+    faults = [{"name": "beat-restart", "start": 104.0, "end": 106.0},
+              {"name": "redis-primary-kill", "start": 111.0, "end": 117.0}]
+    logs = ("webhooks.sweep: the run of slot x was made already (by a); this one (b)\n" * 6
+            + "webhooks.sweep: the run of slot x starts 6.6 s after its slot ended; it does\n")
+    runs = sweep_runs(rows, 5, start=98.0, end=131.0, faults=faults, worker_log_text=logs)
+    assert (runs.slots, runs.once) == (7, 4)
+    assert runs.missed == {"redis-primary-kill": 2, "none": 1}
+    assert (runs.refused, runs.refused_in) == (3, {"beat-restart": 2, "none": 1})
+    assert (runs.refused_total, runs.logged_refusals, runs.late) == (6, 6, 1)
+    assert runs.line().startswith("cluster: sweep runs per 5 s interval: 7 intervals, 4 run "
+                                  "exactly once, none twice, missed redis-primary-kill 2, none 1")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,7 +14,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class WorkerProcess:
+class ProcessGroup:
+    """A process started in a process group of its own (``process``)."""
+
+    process: subprocess.Popen | None = None
+
+    def kill(self) -> None:
+        """SIGKILL the whole group: a worker's main process, pool children and beat."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM (a warm shutdown), then SIGKILL after 15 s."""
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class WorkerProcess(ProcessGroup):
     """``celery -A worker worker`` (with embedded beat unless ``beat=False``) in its own
     process group, with the given environment."""
 
@@ -71,19 +93,6 @@ class WorkerProcess:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-5000:]
 
-    def kill(self) -> None:
-        """SIGKILL the whole worker: main process, pool children and beat."""
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
 
 def threads_worker(monkeypatch, settings: dict[str, str], *, concurrency: int) -> WorkerProcess:
@@ -102,3 +111,30 @@ def threads_worker(monkeypatch, settings: dict[str, str], *, concurrency: int) -
         monkeypatch.setenv(name, value)
     reset_settings_cache()
     return WorkerProcess(env, pool="threads", concurrency=concurrency, beat=True).start()
+
+
+class BeatProcess(ProcessGroup):
+    """``celery -A worker beat`` (the Procfile's scheduler) at DEBUG, so that its log shows
+    each send with its task id, with its schedule file at ``schedule``."""
+
+    # beat logs this once the message is out ("Sending due task" comes before it).
+    SENT = re.compile(r"webhooks\.sweep sent\. id->([0-9a-f-]+)")
+
+    def __init__(self, env: dict[str, str], schedule: Path, log_path: Path):
+        self.env = {**os.environ, **env}
+        self.env.pop("WEBHOOKS_LOG_LEVEL", None)  # --loglevel DEBUG decides
+        self.schedule, self.log_path = schedule, log_path
+
+    def start(self) -> "BeatProcess":
+        """Start it without waiting: :meth:`sent` says when it has sent."""
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "worker", "beat", "--loglevel", "DEBUG",
+                 "--schedule", str(self.schedule)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True)
+        return self
+
+    def sent(self) -> list[str]:
+        """The task ids of the sweeps this beat has sent so far."""
+        return self.SENT.findall(self.log_path.read_text(errors="replace"))

@@ -17,7 +17,7 @@ from webhooks.broker.outbox import Dispatch, publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.lifecycle import ordering, states, transitions
 from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
-from webhooks.storage import clock
+from webhooks.storage import clock, scheduled_runs
 from webhooks.storage import waiting_counts  # states.waiting is the predicate
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Delivery, Subscription, utcnow
@@ -31,14 +31,19 @@ PAUSED = DeliveryStatus.PAUSED.value
 _deliveries = Delivery.__table__
 
 
-def run_sweep(settings: Settings | None = None) -> int:
+def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None = None) -> int:
     """Publish what :func:`sweep` finds; returns how many messages it sent.
 
     It also folds the waiting counts of database connections that have gone
     (webhooks/storage/waiting_counts.py), so /metrics keeps reading a few rows.
+    A run beat sent for ``slot`` first claims it, in the sweep's own transaction,
+    and does nothing (returns 0) if another run has it (webhooks/storage/scheduled_runs.py);
+    a run without one (a resume's) always sweeps.
     """
     settings = settings or get_settings()
     with session_scope() as session:
+        if slot is not None and not scheduled_runs.claim(session.connection(), slot):
+            return 0
         found = sweep(
             session,
             clock.now(),  # the database's: one clock for every host's rules

@@ -44,6 +44,7 @@ __all__ = [
     "WaitingCount",
     "DashboardSession",
     "PortalLink",
+    "ScheduledRun",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -381,3 +382,24 @@ class PortalLink(Base):
     expires_at: Mapped[dt.datetime] = mapped_column(index=True)
     read_only: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     used_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+
+
+class ScheduledRun(Base):
+    """The run of a periodic task (the sweep, the purge) for one slot of its interval.
+
+    Claimed by the run itself before it works (webhooks/storage/scheduled_runs.py):
+    one row per (task, slot), so beat's second send for a slot (a restarted or a
+    second beat) finds the row and does nothing but count itself in ``refused``.
+    """
+
+    __tablename__ = "scheduled_runs"
+
+    # The Celery task's name (webhooks.sweep, webhooks.purge).
+    task: Mapped[str] = mapped_column(String(64), primary_key=True)
+    # The slot's start, by the database's clock (webhooks/broker/slots.py).
+    slot_start: Mapped[dt.datetime] = mapped_column(primary_key=True)
+    # The Celery task id of the run that has the slot: its retries keep it.
+    run_id: Mapped[str] = mapped_column(String(64))
+    claimed_at: Mapped[dt.datetime]
+    # Sends of the same slot by others than run_id, each refused.
+    refused: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))

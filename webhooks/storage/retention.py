@@ -37,6 +37,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import aliased
 
 from webhooks.lifecycle import transitions
+from webhooks.storage import scheduled_runs
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
 from webhooks.storage.rollup import floor_hour
@@ -242,12 +243,18 @@ def _alone(engine: Engine):
         yield taken
 
 
-def run_scheduled(engine: Engine, *, retention_days: int, batch: int, seconds: float) -> Purged:
+def run_scheduled(engine: Engine, *, retention_days: int, batch: int, seconds: float,
+                  slot: scheduled_runs.Slot | None = None) -> Purged:
     """The scheduler's purge: at most ``seconds`` of batches, resting between them; logs a line.
 
     A run that finds another one still going does nothing: overlapping runs
-    would only add load.
+    would only add load. Nor does one sent for a ``slot`` that another run has
+    claimed (webhooks/storage/scheduled_runs.py); its own retries keep the slot.
     """
+    if slot is not None:
+        with engine.begin() as connection:
+            if not scheduled_runs.claim(connection, slot):
+                return Purged()
     with _alone(engine) as alone:
         if not alone:
             return Purged()

@@ -18,6 +18,8 @@ import abc
 import contextlib
 from typing import Iterator
 
+from sqlalchemy import case
+
 __all__ = ["Backend", "backend_of"]
 
 
@@ -50,6 +52,12 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def upsert_adding(self, table, values: dict, key: tuple[str, ...], increments: tuple[str, ...]):
         """INSERT ``values``, or add ``increments`` to the row with the same ``key``."""
+
+    @abc.abstractmethod
+    def claim_row(self, table, values: dict, key: tuple[str, ...], owner: str, refused: str):
+        """INSERT ``values`` unless a row with the same ``key`` exists; then add one to that
+        row's ``refused`` unless its ``owner`` column holds ours. Returns (RETURNING) the
+        row's ``owner``: ours when the row is ours, now or from before."""
 
     @abc.abstractmethod
     def hour_of(self, column):
@@ -108,6 +116,17 @@ def _make(name: str) -> Backend:
 
         return SQLiteBackend()
     raise NotImplementedError(f"no storage backend for {name!r}: PostgreSQL and SQLite only")
+
+
+def claim_row_with(insert, table, values: dict, key: tuple[str, ...], owner: str, refused: str):
+    """:meth:`Backend.claim_row` with the engine's ``insert`` (each dialect has its own
+    ON CONFLICT; both read the statement the same way)."""
+    statement = insert(table).values(**values)
+    theirs = case((table.c[owner] == statement.excluded[owner], 0), else_=1)
+    return (statement
+            .on_conflict_do_update(index_elements=list(key),
+                                   set_={refused: table.c[refused] + theirs})
+            .returning(table.c[owner]))
 
 
 @contextlib.contextmanager

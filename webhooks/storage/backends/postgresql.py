@@ -16,7 +16,7 @@ import contextlib
 from sqlalchemy import bindparam, func, literal, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from webhooks.storage.backends import Backend
+from webhooks.storage.backends import Backend, claim_row_with
 from webhooks.storage.prepared import PreparedStatement, execute_together
 
 __all__ = ["PostgreSQLBackend"]
@@ -145,6 +145,9 @@ class PostgreSQLBackend(Backend):
         return statement.on_conflict_do_update(
             index_elements=list(key),
             set_={name: table.c[name] + statement.excluded[name] for name in increments})
+
+    def claim_row(self, table, values, key, owner, refused):
+        return claim_row_with(pg_insert, table, values, key, owner, refused)
 
     def hour_of(self, column):
         return func.date_trunc("hour", column)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from webhooks.storage.backends import Backend, always_alone
+from webhooks.storage.backends import Backend, always_alone, claim_row_with
 
 __all__ = ["SQLiteBackend"]
 
@@ -77,6 +77,9 @@ class SQLiteBackend(Backend):
         return statement.on_conflict_do_update(
             index_elements=list(key),
             set_={name: table.c[name] + statement.excluded[name] for name in increments})
+
+    def claim_row(self, table, values, key, owner, refused):
+        return claim_row_with(sqlite_insert, table, values, key, owner, refused)
 
     def hour_of(self, column):
         # SQLite stores DateTime as 'YYYY-MM-DD HH:MM:SS.ffffff' text; the bound hour matches it.
