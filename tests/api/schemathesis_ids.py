@@ -9,7 +9,7 @@ of the 14 items, ``-n 2`` ran 1 and the summary counted 1 passed.
 
 :func:`use_own_ids` (called from tests/api/conftest.py's
 ``pytest_pycollect_makeitem``) swaps schemathesis's collector for
-:class:`CaseWithOwnIds`, which makes the same items again with ``name`` as the
+:func:`case_with_own_ids`, which makes the same items again with ``name`` as the
 base of their id: ``…::test_every_operation_conforms[GET /api/webhooks/…]``.
 Under pytest 8 that id is the one pytest gave anyway. Made at collection, so a
 fresh collection (the count test in test_schemathesis.py) sees the same ids as
@@ -18,12 +18,14 @@ the scheduler.
 
 from __future__ import annotations
 
-try:
-    from schemathesis.pytest.plugin import SchemathesisCase, SchemathesisFunction
-except ImportError:  # schemathesis not installed: test_schemathesis.py skips itself
-    SchemathesisCase = SchemathesisFunction = None
+import functools
+import sys
 
-__all__ = ["CaseWithOwnIds", "use_own_ids", "with_own_id"]
+__all__ = ["case_with_own_ids", "use_own_ids", "with_own_id"]
+
+# schemathesis's pytest plugin. Imported only once pytest has loaded it: importing it costs
+# about 0.3 s of CPU per process, for nothing in the fast tier (-p no:schemathesis).
+_PLUGIN = "schemathesis.pytest.plugin"
 
 
 def with_own_id(item):
@@ -34,7 +36,7 @@ def with_own_id(item):
     """
     if item.nodeid.endswith("::" + item.name):
         return item
-    return SchemathesisFunction.from_parent(
+    return sys.modules[_PLUGIN].SchemathesisFunction.from_parent(
         item.parent,
         name=item.name,  # no originalname: pytest takes the id from the name
         callobj=item.obj,
@@ -46,23 +48,26 @@ def with_own_id(item):
     )
 
 
-if SchemathesisCase is not None:
+@functools.cache
+def case_with_own_ids():
+    """schemathesis's collector of a ``@schema.parametrize()`` test, with one id per item
+    (made once schemathesis's plugin is loaded)."""
+    plugin = sys.modules[_PLUGIN]
 
-    class CaseWithOwnIds(SchemathesisCase):
-        """schemathesis's collector of a ``@schema.parametrize()`` test, with one id per item."""
-
+    class CaseWithOwnIds(plugin.SchemathesisCase):
         def collect(self):
-            return [with_own_id(item) if isinstance(item, SchemathesisFunction) else item
+            return [with_own_id(item) if isinstance(item, plugin.SchemathesisFunction) else item
                     for item in super().collect()]
-else:
-    CaseWithOwnIds = None
+
+    return CaseWithOwnIds
 
 
 def use_own_ids(collector, name: str, obj, collected):
     """What ``pytest_pycollect_makeitem`` should answer for the test function ``obj``
     named ``name``: ``collected`` (the answer so far), or, in place of schemathesis's
-    collector, a :class:`CaseWithOwnIds` of the same schema."""
-    if SchemathesisCase is None or type(collected) is not SchemathesisCase:
+    collector, a :func:`case_with_own_ids` of the same schema."""
+    plugin = sys.modules.get(_PLUGIN)  # not loaded: nothing schemathesis collected
+    if plugin is None or type(collected) is not plugin.SchemathesisCase:
         return collected
-    return CaseWithOwnIds.from_parent(collector, test_function=obj, name=name,
-                                      schema=collected.schema)
+    return case_with_own_ids().from_parent(collector, test_function=obj, name=name,
+                                           schema=collected.schema)

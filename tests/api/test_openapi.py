@@ -12,6 +12,7 @@ from web.schemas import ENVELOPE_SCHEMAS
 from webhooks.events.catalogue import CATALOGUE
 from webhooks.events.envelope import build_envelope
 from webhooks.events.schemas import EnvelopeSchema
+from webhooks.tenants.options import OPTIONS
 
 PREFIX = "/api/webhooks/"
 ERROR_REF = {"$ref": "#/components/schemas/Error"}
@@ -120,11 +121,12 @@ def test_info_version_is_a_release_number_python_packaging_accepts(document):
 def test_the_resource_schemas_match_the_contract(document):
     schemas = document["components"]["schemas"]
     subscription = schemas["Subscription"]
+    # The contract's fields, and one more for each option declared since (tenants/options.py).
     assert set(subscription["required"]) == {
         "id", "url", "event_types", "description", "status", "consecutive_failures",
         "paused_at", "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
         "next_secret_active_at", "paused_reason", "signature_scheme",
-    }
+    } | {option.name for option in OPTIONS}
     assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"]) | {
         "secret", "next_secret"
     }

@@ -90,6 +90,20 @@ def test_patch_to_standard_answers_a_new_secret_that_replaces_a_staged_one(clien
     assert_service_secret(back["secret"])
 
 
+def test_the_documented_answer_of_a_patch_allows_the_new_secret(client, alice):
+    """A PATCH that changes the scheme answers with ``secret``: the OpenAPI document says so
+    (its answer schema refuses any other field, and did refuse these two)."""
+    created = _create(client, alice)
+    body = client.patch(f"{BASE}/{created['id']}", json={"signature_scheme": "standard"},
+                        headers=alice.headers).get_json()
+    document = client.get("/api/webhooks/openapi.json").get_json()
+    answer = document["paths"]["/api/webhooks/subscriptions/{subscription_id}"]["patch"][
+        "responses"]["200"]["content"]["application/json"]["schema"]["$ref"].rpartition("/")[2]
+    schema = document["components"]["schemas"][answer]
+    assert {"secret", "next_secret"} <= set(body)
+    assert set(body) <= set(schema["properties"]) and set(schema["required"]) <= set(body)
+
+
 def test_patch_to_the_same_scheme_keeps_the_secret_and_shows_none(client, alice):
     created = _create(client, alice, signature_scheme="standard")
     response = client.patch(f"{BASE}/{created['id']}",

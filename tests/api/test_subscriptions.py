@@ -9,16 +9,18 @@ from sqlalchemy import select
 
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Delivery, Subscription
+from webhooks.tenants.options import OPTIONS
 
 from .helpers import emit, make_subscription, set_delivery
 
 BASE = "/api/webhooks/subscriptions"
 URL = "https://hooks.example.com/in"
+# The contract's fields, and one more for each option declared since (tenants/options.py).
 SUBSCRIPTION_KEYS = {
     "id", "url", "event_types", "description", "status", "consecutive_failures", "paused_at",
     "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
     "next_secret_active_at", "paused_reason", "signature_scheme",
-}
+} | {option.name for option in OPTIONS}
 SECRET_KEYS = {"secret", "next_secret"}
 
 

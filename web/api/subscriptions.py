@@ -32,6 +32,7 @@ from ..schemas import (
     RecoveredSchema,
     RecoverSchema,
     RotateSecretSchema,
+    SubscriptionChangedSchema,
     SubscriptionCreateSchema,
     SubscriptionListSchema,
     SubscriptionQuerySchema,
@@ -55,6 +56,25 @@ _WITH_SECRET = SubscriptionWithSecretSchema()
 _LIST = SubscriptionListSchema()
 _TEST_SENT = TestSentSchema()
 _RECOVERED = RecoveredSchema()
+
+# The options a body may set (webhooks/tenants/options.py), as the routes' descriptions name them.
+_EDITABLE = [option for option in subscriptions.OPTIONS if option.editable]
+
+
+def _listed(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return " and ".join(filter(None, [", ".join(items[:-1]), items[-1]]))
+
+
+def _with_default(option: subscriptions.Option) -> str:
+    shown = f"`{option.name}`"
+    return shown if option.default is None else f"{shown} (default `{option.default}`)"
+
+
+_OPTIONAL_ON_CREATE = _listed(["`headers`", *(_with_default(option) for option in _EDITABLE)])
+_PATCHABLE = ", ".join(f"`{name}`" for name in ("url", "event_types", "description", "headers",
+                                                *(option.name for option in _EDITABLE)))
+_BACK_TO_DEFAULTS = _listed([f"`{option.name}: null`" for option in _EDITABLE if option.nullable])
 
 _SETTINGS_ERRORS = {400: "`unknown_event_type`: event_types names a type not in the catalogue; "
                          "`target_not_allowed`: the url's host is local or not public; "
@@ -87,9 +107,9 @@ def _own(subscription_id: str) -> Subscription:
 @documented(
     "Create a subscription",
     description="Registers an endpoint. Without `event_types` (or with null) it receives "
-    "every event type. `headers`, `max_in_flight`, `rate_limit` and `signature_scheme` "
-    "(default `service`) are optional. The answer holds the signing secret, in the format "
-    "of its scheme. Deleted subscriptions do not count toward the account's limit.",
+    f"every event type. {_OPTIONAL_ON_CREATE} are optional. The answer holds the signing "
+    "secret, in the format of its scheme. Deleted subscriptions do not count toward the "
+    "account's limit.",
     body=SubscriptionCreateSchema,
     responses={201: ("The new subscription, with its secret", SubscriptionWithSecretSchema)},
     headers={201: {"Location": "the new subscription's path, "
@@ -140,16 +160,15 @@ def get(subscription_id: str) -> Response:
 @bp.patch("/<subscription_id>")
 @documented(
     "Change a subscription",
-    description="Changes the fields given (`url`, `event_types`, `description`, `headers`, "
-    "`max_in_flight`, `rate_limit`, `signature_scheme`); the others stay. `event_types: null` "
+    description=f"Changes the fields given ({_PATCHABLE}); the others stay. `event_types: null` "
     "means every type; `description: null` clears it; `headers` replaces every custom header "
-    "(`{}` removes them); `max_in_flight: null` and `rate_limit: null` go back to the "
+    f"(`{{}}` removes them); {_BACK_TO_DEFAULTS} go back to the "
     "defaults. A `signature_scheme` other than the current one gives the subscription a new "
     "secret of that scheme's format, which signs from the next attempt on (a staged secret "
     "is dropped): the answer then holds `secret`.",
     body=SubscriptionUpdateSchema,
     responses={200: ("The changed subscription; with `secret` (and `next_secret`) when "
-                     "`signature_scheme` changed", SubscriptionSchema)},
+                     "`signature_scheme` changed", SubscriptionChangedSchema)},
     errors=_SETTINGS_ERRORS,
 )
 def update(subscription_id: str) -> Response:

@@ -9,9 +9,7 @@ from __future__ import annotations
 from flask_wtf import FlaskForm
 from wtforms import (
     DateTimeLocalField,
-    FloatField,
     HiddenField,
-    IntegerField,
     PasswordField,
     RadioField,
     SelectChoice,
@@ -21,14 +19,15 @@ from wtforms import (
     TextAreaField,
     widgets,
 )
-from wtforms.validators import DataRequired, Length, NumberRange, Optional, ValidationError
+from wtforms.validators import DataRequired, Length, Optional, ValidationError
 
 from webhooks.config import get_settings
 from webhooks.events.catalogue import CATALOGUE
 from webhooks.services.subscriptions import custom_headers
 
-from ..schemas import MAX_DESCRIPTION_LENGTH, MAX_IN_FLIGHT_MAX, RATE_LIMIT_RANGE
+from ..schemas import MAX_DESCRIPTION_LENGTH
 from ..targets import MAX_URL_LENGTH, url_problem
+from .options import IN_FORM, form_fields
 
 __all__ = ["SignInForm", "SubscriptionForm", "RotateForm", "RecoverForm", "ALL_TYPES",
            "ONLY_TYPES", "TYPE_DESCRIPTIONS", "headers_text", "parse_headers"]
@@ -92,7 +91,14 @@ def headers_text(headers: dict | None) -> str:
     return "\n".join(f"{name}: {value}" for name, value in (headers or {}).items())
 
 
-class SubscriptionForm(FlaskForm):
+# A field for each per-subscription option the form offers (options.py).
+_OptionFields = type("_OptionFields", (FlaskForm,), form_fields())
+
+
+class SubscriptionForm(_OptionFields):
+    # The declarations of the option fields, for the template and the views.
+    declared_options = IN_FORM
+
     url = StringField(
         "Endpoint URL",
         validators=[DataRequired("Enter the URL of your endpoint."), _valid_url],
@@ -115,18 +121,6 @@ class SubscriptionForm(FlaskForm):
         validators=[Optional(), Length(max=MAX_DESCRIPTION_LENGTH), _storable],
         filters=[lambda value: value.strip() if isinstance(value, str) else value],
         render_kw={"rows": 2},
-    )
-
-    max_in_flight = IntegerField(
-        "Attempts in flight at once (optional)",
-        validators=[Optional(), NumberRange(1, MAX_IN_FLIGHT_MAX)],
-        render_kw={"min": 1, "max": MAX_IN_FLIGHT_MAX, "placeholder": "service default"},
-    )
-    rate_limit = FloatField(
-        "Attempts per second at most (optional)",
-        validators=[Optional(), NumberRange(*RATE_LIMIT_RANGE)],
-        render_kw={"min": RATE_LIMIT_RANGE[0], "max": RATE_LIMIT_RANGE[1], "step": "any",
-                   "placeholder": "no limit"},
     )
     headers = TextAreaField(
         "Custom headers (optional)",
@@ -151,9 +145,20 @@ class SubscriptionForm(FlaskForm):
             "event_types": self.chosen_event_types(),
             "description": self.description.data or None,
             "headers": parse_headers(self.headers.data),
-            "max_in_flight": self.max_in_flight.data,
-            "rate_limit": self.rate_limit.data,
+            **{option.name: self[option.name].data for option in self.declared_options},
         }
+
+    def show(self, subscription) -> None:
+        """Fill the fields with ``subscription``'s settings, as its edit form starts."""
+        self.description.data = subscription.description or ""
+        self.headers.data = headers_text(subscription.headers)
+        for option in self.declared_options:
+            self[option.name].data = getattr(subscription, option.name)
+        if subscription.event_types is None:
+            self.filter_mode.data = ALL_TYPES
+        else:
+            self.filter_mode.data = ONLY_TYPES
+            self.event_types.data = list(subscription.event_types)
 
     def validate_event_types(self, field) -> None:
         if self.filter_mode.data == ONLY_TYPES and not field.data:

@@ -23,15 +23,8 @@ from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import db_session
 from . import queries
 from .blueprint import bp, current_account
-from .forms import (
-    ALL_TYPES,
-    ONLY_TYPES,
-    TYPE_DESCRIPTIONS,
-    RecoverForm,
-    RotateForm,
-    SubscriptionForm,
-    headers_text,
-)
+from .forms import TYPE_DESCRIPTIONS, RecoverForm, RotateForm, SubscriptionForm
+from .options import facts
 from .views_overview import chart_since, hourly_chart
 
 log = logging.getLogger("web.dashboard")
@@ -136,7 +129,7 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         subscription=subscription,
         secrets=secrets_at(subscription, now),
         takes_over_in=_from_now(subscription.next_secret_active_at, now),
-        default_max_in_flight=get_settings().max_in_flight,
+        option_facts=facts(subscription),
         in_flight_limit=subscription_service.in_flight_limit(subscription),
         adaptive_pace=get_settings().adaptive_pace,
         rotate_form=RotateForm(),
@@ -172,15 +165,7 @@ def edit_subscription(subscription_id: str):
     form = SubscriptionForm()
     if not form.is_submitted():
         form.url.data = shown_url(subscription.url)  # saved back unchanged, it keeps the password
-        form.description.data = subscription.description or ""
-        form.max_in_flight.data = subscription.max_in_flight
-        form.rate_limit.data = subscription.rate_limit
-        form.headers.data = headers_text(subscription.headers)
-        if subscription.event_types is None:
-            form.filter_mode.data = ALL_TYPES
-        else:
-            form.filter_mode.data = ONLY_TYPES
-            form.event_types.data = list(subscription.event_types)
+        form.show(subscription)
     elif form.validate() and not _target_refused(form):
         subscription_service.change(db_session(), subscription,
                                     url=url_to_store(form.url.data, subscription.url),

@@ -26,12 +26,11 @@ from .events import ENVELOPE_SCHEMAS, EventTypeListSchema, EventTypeSchema, Samp
 from .portal_links import PortalLinkCreateSchema, PortalLinkSchema
 from .subscriptions import (
     MAX_DESCRIPTION_LENGTH,
-    MAX_IN_FLIGHT_MAX,
-    RATE_LIMIT_RANGE,
     RecoveredSchema,
     RecoverSchema,
     RotateSecretSchema,
     subscription_resource,
+    SubscriptionChangedSchema,
     SubscriptionCreateSchema,
     SubscriptionListSchema,
     SubscriptionQuerySchema,
@@ -46,10 +45,10 @@ __all__ = [
     "DEFAULT_LIMIT", "MAX_LIMIT", "PUBLIC_STATUSES", "AttemptSchema", "DeliveryListSchema",
     "DeliveryQuerySchema", "DeliverySchema", "delivery_resource",
     "ENVELOPE_SCHEMAS", "EventTypeListSchema", "EventTypeSchema", "SampleQuerySchema",
-    "MAX_DESCRIPTION_LENGTH", "SubscriptionCreateSchema", "SubscriptionListSchema",
+    "MAX_DESCRIPTION_LENGTH", "SubscriptionChangedSchema", "SubscriptionCreateSchema", "SubscriptionListSchema",
     "SubscriptionQuerySchema",
     "SubscriptionSchema", "SubscriptionUpdateSchema", "SubscriptionWithSecretSchema",
-    "TestSentSchema", "MAX_IN_FLIGHT_MAX", "RATE_LIMIT_RANGE", "RecoveredSchema",
+    "TestSentSchema", "RecoveredSchema",
     "RecoverSchema", "RotateSecretSchema", "subscription_resource",
     "PortalLinkCreateSchema", "PortalLinkSchema",
 ]

@@ -1,5 +1,6 @@
 """Subscription resources: the request bodies of create, update, rotate-secret and
-recover, and the responses.
+recover, and the responses. The fields of the per-subscription options (``max_in_flight``,
+``rate_limit``, ``signature_scheme``, …) come from their declarations (options.py).
 
 A subscription is shown without its ``secret`` (and ``next_secret``) except
 where docs/api.md says so (create, get one, rotate-secret): lists and other
@@ -14,14 +15,15 @@ import datetime as dt
 from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
-from webhooks.events.fields import StrictInteger, StrictNumber
+from webhooks.events.fields import StrictInteger
 from webhooks.services.rotation import ACTIVATE_IN_MAX, secrets_at
 from webhooks.services.pausing import PauseReason
-from webhooks.services.subscriptions import DEFAULT_SCHEME, SCHEMES, custom_headers, in_flight_limit
+from webhooks.services.subscriptions import custom_headers, option_values
 from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
 from .common import PageQuerySchema, Text, UTCMoment, UTCTimestamp, next_cursor_field
+from .options import with_answer_options, with_request_options
 
 __all__ = [
     "MAX_DESCRIPTION_LENGTH",
@@ -29,19 +31,16 @@ __all__ = [
     "SubscriptionUpdateSchema",
     "SubscriptionSchema",
     "SubscriptionWithSecretSchema",
+    "SubscriptionChangedSchema",
     "SubscriptionListSchema",
     "TestSentSchema",
     "RotateSecretSchema",
     "RecoverSchema",
     "RecoveredSchema",
-    "MAX_IN_FLIGHT_MAX",
-    "RATE_LIMIT_RANGE",
     "subscription_resource",
 ]
 
 MAX_DESCRIPTION_LENGTH = 1000
-MAX_IN_FLIGHT_MAX = 1000
-RATE_LIMIT_RANGE = (0.01, 10000)  # attempts per second
 
 
 class TargetURL(Text):
@@ -133,35 +132,7 @@ def _headers(**kwargs) -> HeadersField:
     return HeadersField(**kwargs)
 
 
-def _max_in_flight(**kwargs) -> StrictInteger:
-    return StrictInteger(
-        required=False, allow_none=True, validate=validate.Range(min=1, max=MAX_IN_FLIGHT_MAX),
-        metadata={"description": "attempts this subscription may have in flight at once; null: "
-                                 "the service's WEBHOOKS_MAX_IN_FLIGHT"},
-        **kwargs)
-
-
-def _rate_limit(**kwargs) -> StrictNumber:
-    low, high = RATE_LIMIT_RANGE
-    return StrictNumber(
-        required=False, allow_none=True, validate=validate.Range(min=low, max=high),
-        metadata={"description": "at most this many attempts per second to this subscription, "
-                                 "across all workers; deliveries over it wait their turn "
-                                 "(not a failure, nothing dropped); null: no limit"},
-        **kwargs)
-
-
-def _signature_scheme(**kwargs) -> Text:
-    return Text(
-        validate=validate.OneOf(SCHEMES, error="Must be one of: {choices}."),
-        metadata={"enum": list(SCHEMES),
-                  "description": "how deliveries are signed: `service` (the X-Service-Signature "
-                                 "header) or `standard` (Standard Webhooks: `webhook-id`, "
-                                 "`webhook-timestamp`, `webhook-signature`). Changing it gives "
-                                 "the subscription a new secret of that scheme's format"},
-        **kwargs)
-
-
+@with_request_options(create=True)
 class SubscriptionCreateSchema(Schema):
     """Body of ``POST /subscriptions``; unknown fields are refused."""
 
@@ -169,11 +140,9 @@ class SubscriptionCreateSchema(Schema):
     event_types = _event_types(load_default=None)
     description = _description(load_default=None)
     headers = _headers(load_default=dict)
-    max_in_flight = _max_in_flight(load_default=None)
-    rate_limit = _rate_limit(load_default=None)
-    signature_scheme = _signature_scheme(load_default=DEFAULT_SCHEME)
 
 
+@with_request_options(create=False)
 class SubscriptionUpdateSchema(Schema):
     """Body of ``PATCH /subscriptions/<id>``: only the fields given change."""
 
@@ -181,11 +150,9 @@ class SubscriptionUpdateSchema(Schema):
     event_types = _event_types()
     description = _description()
     headers = _headers()
-    max_in_flight = _max_in_flight()
-    rate_limit = _rate_limit()
-    signature_scheme = _signature_scheme()
 
 
+@with_answer_options
 class SubscriptionSchema(Schema):
     """A subscription as the API shows it (docs/api.md), without its secret."""
 
@@ -209,25 +176,9 @@ class SubscriptionSchema(Schema):
                   "null while active; else why it is paused: `failures` (WEBHOOKS_PAUSE_AFTER "
                   "consecutive failures), `manual` (the pause route or the dashboard) or "
                   "`gone` (the endpoint answered 410 Gone)"})
-    signature_scheme = fields.String(
-        required=True, validate=validate.OneOf(SCHEMES),
-        metadata={"enum": list(SCHEMES), "description":
-                  "`service` (X-Service-Signature) or `standard` (Standard Webhooks)"})
     created_at = UTCTimestamp(required=True)
     headers = fields.Dict(keys=fields.String(), values=fields.String(), required=True,
                           metadata={"description": "extra request headers of every delivery"})
-    max_in_flight = fields.Integer(
-        required=True, allow_none=True,
-        metadata={"description": "null: the service's WEBHOOKS_MAX_IN_FLIGHT"})
-    in_flight_limit = fields.Integer(
-        required=True, allow_none=True,
-        metadata={"description": "the attempts in flight the service lets through now: "
-                                 "`max_in_flight` (or the service's), lowered while the "
-                                 "endpoint answers 429, 503 or times out (the adaptive pace); "
-                                 "null: no limit. Read-only"})
-    rate_limit = fields.Float(
-        required=True, allow_none=True,
-        metadata={"description": "attempts per second at most; null: no limit"})
     next_secret_active_at = UTCTimestamp(
         required=True, allow_none=True,
         metadata={"description": "when a staged secret takes over (signs, and becomes "
@@ -244,6 +195,17 @@ class SubscriptionWithSecretSchema(SubscriptionSchema):
         required=True, allow_none=True,
         metadata={"description": "a staged secret, signing from `next_secret_active_at` on; "
                                  "null when none is staged"})
+
+
+class SubscriptionChangedSchema(SubscriptionSchema):
+    """Answer of ``PATCH /subscriptions/<id>``: a subscription, with ``secret`` and
+    ``next_secret`` only when the change of ``signature_scheme`` gave it a new secret."""
+
+    secret = fields.String(metadata={"description": "the new secret, which signs from now on; "
+                                                    "only when `signature_scheme` changed"})
+    next_secret = fields.String(allow_none=True, metadata={
+        "description": "null (a change of scheme drops a staged secret); only when "
+                       "`signature_scheme` changed"})
 
 
 def _paused_reason(subscription: Subscription) -> str | None:
@@ -266,12 +228,9 @@ def subscription_resource(subscription: Subscription, now: dt.datetime | None = 
         "consecutive_failures": subscription.consecutive_failures,
         "paused_at": subscription.paused_at,
         "paused_reason": _paused_reason(subscription),
-        "signature_scheme": subscription.signature_scheme or DEFAULT_SCHEME,
         "created_at": subscription.created_at,
         "headers": subscription.headers or {},
-        "max_in_flight": subscription.max_in_flight,
-        "in_flight_limit": in_flight_limit(subscription),
-        "rate_limit": subscription.rate_limit,
+        **option_values(subscription),
         "next_secret_active_at": secrets.next_secret_active_at,
         "secret": secrets.secret,
         "next_secret": secrets.next_secret,

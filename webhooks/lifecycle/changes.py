@@ -20,6 +20,7 @@ from webhooks.errors import Conflict, NotFound
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import DeliveryStatus, PauseReason, SubscriptionStatus, held_while
 from webhooks.storage.models import Delivery, Subscription, new_id
+from webhooks.tenants.options import SETTABLE
 from webhooks.tenants.schemes import DEFAULT_SCHEME, SignatureScheme, new_secret
 from webhooks.tenants.quotas import reserve_subscription_slot
 
@@ -41,8 +42,8 @@ PAUSED = DeliveryStatus.PAUSED.value
 ACTIVE = SubscriptionStatus.ACTIVE.value
 # The settings of a subscription that its owner may set (at creation and later), with
 # their defaults: inputs are validated by the caller (web/schemas, custom_headers.py).
-SETTINGS = {"event_types": None, "description": None, "headers": None, "max_in_flight": None,
-            "rate_limit": None}
+# Beside the three of every subscription, the options declared in tenants/options.py.
+SETTINGS = {"event_types": None, "description": None, "headers": None, **SETTABLE}
 
 
 def create_subscription(

@@ -24,6 +24,7 @@ and what the rate limit needs (pacing.py).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from sqlalchemy import Boolean, Integer, and_, bindparam, case, func, or_, select
@@ -35,6 +36,7 @@ from webhooks.lifecycle.ordering import clear_of_predecessors
 from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
+from webhooks.tenants.options import CLAIMED
 from webhooks.tenants.rotation import signing_secret, staged_secret
 
 __all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
@@ -67,6 +69,9 @@ class Claim:
     in_flight_limit: int | None = None  # the adaptive pace's current limit, if lowered
     signature_scheme: str = "service"  # tenants/schemes.py
     staged_secret: str | None = None  # a staged rotation's next secret (signs too: standard)
+    # The subscription's stored values (None: null) of the options declared ``claimed``
+    # (tenants/options.py), by name: what an attempt uses beside the fields above.
+    options: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -147,7 +152,8 @@ _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
            subscriptions.c.rate_limit, subscriptions.c.in_flight_limit,
            subscriptions.c.signature_scheme,
-           staged_secret(subscriptions, _NOW).label("staged_secret"))
+           staged_secret(subscriptions, _NOW).label("staged_secret"),
+           *(subscriptions.c[name] for name in CLAIMED))
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced, deliveries.c.ordering_key, deliveries.c.key_sequence)
 # The names of a claimed row's columns, in the order the backends return them.
@@ -185,7 +191,8 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
                  paced=bool(loaded["paced"]), ordering_key=loaded["ordering_key"],
                  key_sequence=loaded["key_sequence"], in_flight_limit=loaded["in_flight_limit"],
                  signature_scheme=loaded["signature_scheme"] or "service",
-                 staged_secret=loaded["staged_secret"])
+                 staged_secret=loaded["staged_secret"],
+                 options={name: loaded[name] for name in CLAIMED})
 
 
 # One statement, so it needs no transaction: a claimable delivery that was not claimed

@@ -12,14 +12,17 @@ import uuid
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from webhooks.config import get_settings
 from webhooks.lifecycle import changes
 from webhooks.storage.models import Subscription, utcnow
 from webhooks.tenants import custom_headers  # the rules of a subscription's headers
 from webhooks.tenants import rotation
+from webhooks.tenants.options import BY_NAME, OPTIONS, Kind, Option, value_of
 from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES, scheme_problem
 
-__all__ = ["SETTINGS", "SCHEMES", "DEFAULT_SCHEME", "scheme_problem", "custom_headers", "canonical_id", "owned",
-           "create", "change", "change_scheme", "delete"]
+__all__ = ["SETTINGS", "OPTIONS", "Kind", "Option", "SCHEMES", "DEFAULT_SCHEME", "scheme_problem",
+           "custom_headers", "canonical_id", "owned", "create", "change", "change_scheme",
+           "delete", "option_values", "in_flight_limit"]
 
 SETTINGS = changes.SETTINGS  # the settable fields, with their defaults
 
@@ -71,13 +74,15 @@ def delete(session: Session, subscription: Subscription) -> None:
     changes.delete_subscription(session, subscription.id, utcnow())
 
 
+def option_values(subscription: Subscription) -> dict[str, object]:
+    """Every option of the subscription (tenants/options.py) as answers and pages show it, by
+    name: its stored value, its default, or what the option computes (``in_flight_limit``)."""
+    settings = get_settings()
+    return {option.name: value_of(option, subscription, settings) for option in OPTIONS}
+
+
 def in_flight_limit(subscription: Subscription) -> int | None:
     """The attempts this subscription may have in flight now (None: no limit): its cap
     (``max_in_flight``, else WEBHOOKS_MAX_IN_FLIGHT), or lower while the adaptive pace has
     lowered it (lifecycle/adaptive_pace.py). Shown as ``in_flight_limit``."""
-    from webhooks.config import get_settings
-    from webhooks.lifecycle.adaptive_pace import current_limit
-
-    settings = get_settings()
-    return current_limit(subscription.in_flight_limit, subscription.max_in_flight,
-                         settings.max_in_flight, adaptive=settings.adaptive_pace)
+    return value_of(BY_NAME["in_flight_limit"], subscription, get_settings())

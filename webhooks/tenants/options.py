@@ -1,0 +1,159 @@
+"""A subscription's options, each declared once: the limits and choices its owner sets (or
+only reads) beside its url, event types, description and custom headers.
+
+Each :class:`Option` names a column of ``subscriptions`` and carries all that the other
+layers derive from it:
+
+- the API's request and answer fields, and so the OpenAPI document
+  (web/schemas/options.py), and the settings create and change take
+  (``lifecycle/changes.SETTINGS``);
+- the dashboard's form field, the form page's rendering of it and the edit form's
+  value (web/dashboard/options.py), and its line on the subscription's page;
+- whether the claim loads it for the attempt (``claimed``: ``Claim.options``, by name).
+
+Adding an option is its column (storage/models.py) and migration, one entry in
+:data:`OPTIONS`, its use, its test and its line in docs/api.md.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from webhooks.config import Settings
+from webhooks.lifecycle.adaptive_pace import current_limit
+from webhooks.storage.models import Subscription
+from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES
+
+__all__ = ["Kind", "FormField", "Fact", "Option", "OPTIONS", "BY_NAME", "SETTABLE", "CLAIMED",
+           "value_of"]
+
+
+class Kind(str, enum.Enum):
+    """What an option's value is."""
+
+    INTEGER = "integer"  # a whole number from minimum to maximum
+    NUMBER = "number"  # an integer or a finite float from minimum to maximum
+    CHOICE = "choice"  # one of ``choices``
+
+
+@dataclass(frozen=True)
+class FormField:
+    """The option's field on the dashboard's subscription form."""
+
+    label: str
+    help: str  # the sentence under the field
+    placeholder: str = ""  # shown while it is empty (a nullable option's null)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """The option's line on the dashboard's subscription page. ``when_set`` is formatted with
+    ``value``; ``when_null`` with ``fallback``, the service's own value (its Settings
+    attribute ``Option.fallback``; 0 or none reads "no limit")."""
+
+    label: str
+    when_set: str
+    when_null: str = "no limit"
+
+
+@dataclass(frozen=True)
+class Option:
+    """One per-subscription option (see the module's docstring).
+
+    ``description`` documents it in requests, ``shown_description`` in answers
+    (both in the OpenAPI document). ``default`` is stored when create leaves it
+    out; a ``nullable`` option also takes null, which means ``fallback`` (the
+    name of the Settings attribute that applies instead, if any). An option
+    that is not ``editable`` is only shown, with ``value`` computing it. One
+    that is not ``stored_as_given`` is editable through the API but applied
+    by a use case of its own (``signature_scheme``: a new secret with it). A
+    ``claimed`` one is loaded by the claim into ``Claim.options``, for the
+    attempt (the claim has fields of its own for ``rate_limit`` and
+    ``signature_scheme``, which it needs itself). ``form`` and ``fact`` put
+    it on the dashboard's form and subscription page.
+    """
+
+    name: str
+    kind: Kind
+    shown_description: str
+    description: str = ""
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    default: object = None
+    nullable: bool = True
+    fallback: str | None = None
+    editable: bool = True
+    stored_as_given: bool = True
+    claimed: bool = False
+    form: FormField | None = None
+    fact: Fact | None = None
+    value: Callable[[Subscription, Settings], object] | None = None
+
+
+def _in_flight_now(subscription: Subscription, settings: Settings) -> int | None:
+    """The limit on attempts in flight that applies now (the adaptive pace's, if lower)."""
+    return current_limit(subscription.in_flight_limit, subscription.max_in_flight,
+                         settings.max_in_flight, adaptive=settings.adaptive_pace)
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "max_in_flight", Kind.INTEGER, minimum=1, maximum=1000, fallback="max_in_flight",
+        description="attempts this subscription may have in flight at once; null: the "
+                    "service's WEBHOOKS_MAX_IN_FLIGHT",
+        shown_description="null: the service's WEBHOOKS_MAX_IN_FLIGHT",
+        form=FormField("Attempts in flight at once (optional)", placeholder="service default",
+                       help="At most this many attempts to this endpoint at once (1 to 1,000); "
+                            "empty: the service's default. A slow endpoint then holds at most "
+                            "this many worker threads."),
+        fact=Fact("Attempts in flight", "at most {value} at once",
+                  when_null="service default ({fallback})"),
+    ),
+    Option(
+        "in_flight_limit", Kind.INTEGER, editable=False, value=_in_flight_now,
+        shown_description="the attempts in flight the service lets through now: "
+                          "`max_in_flight` (or the service's), lowered while the endpoint "
+                          "answers 429, 503 or times out (the adaptive pace); null: no limit. "
+                          "Read-only",
+    ),
+    Option(
+        "rate_limit", Kind.NUMBER, minimum=0.01, maximum=10000,
+        description="at most this many attempts per second to this subscription, across all "
+                    "workers; deliveries over it wait their turn (not a failure, nothing "
+                    "dropped); null: no limit",
+        shown_description="attempts per second at most; null: no limit",
+        form=FormField("Attempts per second at most (optional)", placeholder="no limit",
+                       help="At most this many attempts per second (0.01 to 10,000); empty: no "
+                            "limit. Deliveries over the limit wait their turn: not a failure, "
+                            "nothing is dropped."),
+        fact=Fact("Rate limit", "at most {value:g} attempts per second; the rest wait their turn"),
+    ),
+    Option(
+        "signature_scheme", Kind.CHOICE, choices=SCHEMES, default=DEFAULT_SCHEME,
+        nullable=False, stored_as_given=False,
+        description="how deliveries are signed: `service` (the X-Service-Signature header) or "
+                    "`standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`, "
+                    "`webhook-signature`). Changing it gives the subscription a new secret of "
+                    "that scheme's format",
+        shown_description="`service` (X-Service-Signature) or `standard` (Standard Webhooks)",
+    ),
+)
+
+BY_NAME = {option.name: option for option in OPTIONS}
+# What create and change store as given (lifecycle/changes.py), with the default of each.
+SETTABLE = {option.name: option.default for option in OPTIONS
+            if option.editable and option.stored_as_given}
+# What the claim loads for the attempt, by column name (lifecycle/claim.py).
+CLAIMED = tuple(option.name for option in OPTIONS if option.claimed)
+
+
+def value_of(option: Option, subscription: Subscription, settings: Settings) -> object:
+    """What answers and pages show of ``option`` for ``subscription``: its stored value (its
+    default where none is stored), or what ``option.value`` computes."""
+    if option.value is not None:
+        return option.value(subscription, settings)
+    stored = getattr(subscription, option.name)
+    return option.default if stored is None else stored
