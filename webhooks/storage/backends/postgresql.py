@@ -34,8 +34,6 @@ def _claim_statements():
     taken after it, sees every claim committed before. (SQLite's BEGIN
     IMMEDIATE already serialises writers.)
     """
-    from webhooks.lifecycle import claim
-
     turn = PreparedStatement.from_core("claim_turn", _turn())
     take = PreparedStatement.from_core("claim", _take())
     return turn, take
