@@ -110,7 +110,9 @@ class BatchedStatement:
             parameters += [[bind_value(item[name]) for item in items]
                            for name in self._prologue_order]
         parameters += [[bind_value(item[name]) for item in items] for name in self._order]
-        sql = self._call if self._prologue is None else f"{self._prologue}; {self._call}"
+        # Named first, so that pg_stat_activity's cut of a long text still shows the batch.
+        sql = f"/* {self.function} */ " + (
+            self._call if self._prologue is None else f"{self._prologue}; {self._call}")
         names, rows = run_text(connection, sql, tuple(parameters))
         if not self._timestamps:
             return [tuple(row) for row in rows]
