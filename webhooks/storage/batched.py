@@ -43,16 +43,12 @@ _INFO_KEY = "webhooks_batched"
 
 @dataclass(frozen=True)
 class Body:
-    """The statements of one item, in order.
-
-    ``first``: statements whose result is not kept (``PERFORM`` for a
-    ``SELECT``); ``main``: the statement whose one row (``RETURNING`` or
-    ``SELECT``) is the item's answer; ``otherwise``: statements run only if
-    ``main`` found no row (the claim's turn-away)."""
+    """The statements of one item, in order: ``main``, whose one row (``RETURNING`` or
+    ``SELECT``) is the item's answer, then ``otherwise``, run only if ``main`` found no
+    row (the claim's turn-away)."""
 
     main: ClauseElement
     returns: Sequence[tuple[str, Any]]  # (name, SQLAlchemy type) of main's columns, in order
-    first: Sequence[ClauseElement] = ()
     otherwise: Sequence[ClauseElement] = ()
 
 
@@ -66,22 +62,19 @@ class BatchedStatement:
         every item's ``name``): the claims' account turns, taken in one order."""
         from webhooks.storage.prepared import _POSTGRESQL
 
-        compiled = [compile_core(s) for s in (*body.first, body.main, *body.otherwise)]
+        compiled = [compile_core(s) for s in (body.main, *body.otherwise)]
         self._types: dict[str, str] = {}
         for _, types in compiled:
             self._types.update(types)
         self._order = [name for sql, _ in compiled for name in parameter_names(sql)]
         self._order = list(dict.fromkeys(self._order))
         texts = [numbered(sql, self._order) for sql, _ in compiled]
-        first = texts[:len(body.first)]
-        main = texts[len(body.first)]
-        otherwise = texts[len(body.first) + 1:]
+        main, otherwise = texts[0], texts[1:]
         self._columns = [name for name, _ in body.returns]
         outs = ", ".join(f"OUT o_{name} {kind.compile(dialect=_POSTGRESQL)}"
                          for name, kind in body.returns)
         ins = ", ".join(f"{self._types[name]}" for name in self._order)
-        statements = [_perform(sql) + ";" for sql in first]
-        statements.append(f"{main} INTO {', '.join(f'o_{n}' for n in self._columns)};")
+        statements = [f"{main} INTO {', '.join(f'o_{n}' for n in self._columns)};"]
         if otherwise:
             statements.append("IF NOT FOUND THEN " + " ".join(s + ";" for s in otherwise)
                               + " END IF;")
@@ -129,14 +122,6 @@ class BatchedStatement:
         # takes the function with it, and the next batch there creates it again.
         if in_autocommit(connection) and not in_transaction_block(connection):
             created.add(self.function)
-
-
-def _perform(sql: str) -> str:
-    """A ``SELECT`` whose rows plpgsql discards is written ``PERFORM``."""
-    head, _, rest = sql.partition("SELECT")
-    if head.strip():
-        raise ValueError(f"only a SELECT's result can be discarded: {sql[:40]}...")
-    return "PERFORM" + rest
 
 
 def _with_arrays(sql: str, types: Mapping[str, str]) -> tuple[str, list[str]]:

@@ -63,8 +63,9 @@ def _take():
 def _claims_statement() -> BatchedStatement:
     """Claims of a batch (group commit): the turns of all their accounts first, in one
     order (two batches that took them in different orders could deadlock), then each
-    claim as it runs alone (its turn, the claim, the turn-away if not taken), in order.
-    The turns are held to the batch's commit, as one claim holds its own."""
+    claim as it runs alone (the claim, the turn-away if not taken), in order. Its turn
+    is held already, from before its statement's snapshot, as alone; the turns are held
+    to the batch's commit, as one claim holds its own."""
     from webhooks.lifecycle import claim
 
     d = claim.deliveries
@@ -73,8 +74,7 @@ def _claims_statement() -> BatchedStatement:
              .distinct().order_by(key).subquery())
     returns = [(column.name, column.type) for column in (*claim._TAKEN, *claim._LOADED)]
     return BatchedStatement(
-        "claims", Body(main=_take(), returns=returns, first=[_turn()],
-                       otherwise=[claim._TURN_AWAY]),
+        "claims", Body(main=_take(), returns=returns, otherwise=[claim._TURN_AWAY]),
         prologue=select(func.pg_advisory_xact_lock(turns.c.turn)))
 
 
