@@ -47,13 +47,14 @@ STATS_EVERY_S = 10.0
 class _Waiter:
     """One caller's item, and its answer once its batch ran."""
 
-    __slots__ = ("item", "done", "lead", "answer", "error")
+    __slots__ = ("item", "done", "lead", "answer", "answered", "error")
 
     def __init__(self, item):
         self.item = item
         self.done = threading.Event()
         self.lead = False  # woken to run the next batch, not with an answer
         self.answer = None
+        self.answered = False
         self.error: BaseException | None = None
 
     def result(self):
@@ -95,9 +96,9 @@ class Group(Generic[T, R]):
 
     def _lead(self) -> None:
         """Run what waits (up to the limit), then hand the lead to the first still waiting."""
+        size = self._size()
         with self._lock:
-            limit = max(1, self._limit())
-            batch, self._waiting = self._waiting[:limit], self._waiting[limit:]
+            batch, self._waiting = self._waiting[:size], self._waiting[size:]
         try:
             self._run(batch)
         finally:
@@ -109,26 +110,43 @@ class Group(Generic[T, R]):
                 else:
                     self._busy = False
 
+    def _size(self) -> int:
+        try:
+            return max(1, int(self._limit()))
+        except Exception:  # noqa: BLE001 - the settings' error is raised where they are read
+            return 1
+
     def _run(self, batch: list[_Waiter]) -> None:
-        if len(batch) > 1:
-            try:
-                answers = self._run_batch([waiter.item for waiter in batch])
-            except Exception:  # noqa: BLE001 - each item runs alone and gets its own answer
-                log.warning("a batch of %d %s failed; running each alone", len(batch), self.name,
-                            exc_info=True)
-            else:
-                for waiter, answer in zip(batch, answers, strict=True):
-                    waiter.answer = answer
-                    waiter.done.set()
-                self._stats.count(len(batch))
+        try:
+            if len(batch) > 1 and self._together(batch):
                 return
-        for waiter in batch:
-            try:
-                waiter.answer = self._run_one(waiter.item)
-            except BaseException as exc:  # noqa: BLE001 - raised in its caller's thread
-                waiter.error = exc
+            for waiter in batch:
+                try:
+                    waiter.answer = self._run_one(waiter.item)
+                except BaseException as exc:  # noqa: BLE001 - raised in its caller's thread
+                    waiter.error = exc
+                waiter.answered = True
+                waiter.done.set()
+            self._stats.count(1, len(batch))
+        finally:  # interrupted (a BaseException): no caller may wait for ever
+            for waiter in batch:
+                if not waiter.answered:
+                    waiter.error, waiter.answered = RuntimeError(f"{self.name}: interrupted"), True
+                    waiter.done.set()
+
+    def _together(self, batch: list[_Waiter]) -> bool:
+        """Run ``batch`` as one; False if it failed (each item then runs alone)."""
+        try:
+            answers = self._run_batch([waiter.item for waiter in batch])
+        except Exception:  # noqa: BLE001 - each item runs alone and gets its own answer
+            log.warning("a batch of %d %s failed; running each alone", len(batch), self.name,
+                        exc_info=True)
+            return False
+        for waiter, answer in zip(batch, answers, strict=True):
+            waiter.answer, waiter.answered = answer, True
             waiter.done.set()
-        self._stats.count(1, len(batch))
+        self._stats.count(len(batch))
+        return True
 
 
 class _Stats:
