@@ -230,11 +230,10 @@ def test_a_batch_of_claims_gives_each_what_it_would_get_alone(engines, scenario)
     """Limits on attempts in flight (a subscription's own and an account's), a paused and
     a deleted subscription, an ordering key, a duplicate message and a stale count: the
     batch claims, turns away and leaves alone exactly what one claim after another does."""
-    now = utcnow()
     results = []
     for run in (_claim_alone, _claim_together):
         wanted, caps, ids = scenario()
-        claimed = run(wanted, caps, now)
+        claimed = run(wanted, caps, utcnow())  # after the scenario: every delivery is due
         results.append((_answers(claimed), [_state(d) for d in ids]))
     assert results[0] == results[1]
     answers, _ = results[1]
