@@ -144,6 +144,26 @@ def test_an_interrupted_batch_leaves_no_caller_waiting_and_the_group_goes_on():
     assert group(7) == 70 and group._busy is False  # not stuck
 
 
+def test_a_batch_that_forms_behind_another_lingers_for_more_up_to_the_limit():
+    """The lead handed on after a batch waits (up to its linger) until the limit is
+    reached: here 1 waits for 2 and 3, and the three run together."""
+    runner = _Blocking()
+    group = Group("things", runner.batch, runner.one, lambda: 3, lambda: 30.0)
+    answers: dict = {}
+    threads = [_thread(lambda: answers.__setitem__(0, group(0)))]
+    runner.started.wait(10)
+    threads.append(_thread(lambda: answers.__setitem__(1, group(1))))
+    _wait_for(lambda: len(group._waiting) == 1, "1 waiting")
+    runner.release.set()
+    threads[0].join(10)
+    assert 1 not in answers  # lingering for more
+    threads += [_thread(lambda i=i: answers.__setitem__(i, group(i))) for i in (2, 3)]
+    for thread in threads:
+        thread.join(10)
+    assert answers == {0: 0, 1: 10, 2: 20, 3: 30}
+    assert runner.calls == [("one", 0), ("batch", (1, 2, 3))]
+
+
 def test_a_limit_of_one_runs_every_item_alone():
     runner = _Blocking()
     group = Group("things", runner.batch, runner.one, lambda: 1)

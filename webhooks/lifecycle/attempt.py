@@ -146,7 +146,8 @@ def _claims() -> group_commit.Group:
     """This process's claims, grouped (group_commit.py): each item is (delivery id,
     attempt count, settings), each answer its Claim or None."""
     return group_commit.group("claims", lambda: group_commit.Group(
-        "claims", _claim_batch, _claim_alone, lambda: get_settings().batch_max))
+        "claims", _claim_batch, _claim_alone, lambda: get_settings().batch_max,
+        lambda: get_settings().batch_wait))
 
 
 def _claim_alone(item) -> Claim | None:
@@ -256,7 +257,8 @@ def _records() -> group_commit.Group:
     """This process's records of plain successes, grouped (group_commit.py): each item is
     record()'s keyword arguments, each answer its Recorded or None."""
     return group_commit.group("records", lambda: group_commit.Group(
-        "records", _record_batch, _record_alone, lambda: get_settings().batch_max))
+        "records", _record_batch, _record_alone, lambda: get_settings().batch_max,
+        lambda: get_settings().batch_wait))
 
 
 def _record_alone(attempt: dict) -> Recorded | None:

@@ -69,13 +69,17 @@ class Group(Generic[T, R]):
     ``run_batch(items)`` answers a list of two or more items, in order, in one
     statement; ``run_one(item)`` answers one alone (the path a batch falls back
     to, item by item). ``limit()`` is the most items of one batch (1: every
-    item alone)."""
+    item alone). ``linger()``: seconds a batch that formed behind another
+    waits at most for more items, until it holds ``limit()`` (0: none)."""
 
     def __init__(self, name: str, run_batch: Callable[[list[T]], Sequence[R]],
-                 run_one: Callable[[T], R], limit: Callable[[], int]):
+                 run_one: Callable[[T], R], limit: Callable[[], int],
+                 linger: Callable[[], float] = lambda: 0.0):
         self.name = name
         self._run_batch, self._run_one, self._limit = run_batch, run_one, limit
+        self._linger = linger
         self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
         self._waiting: list[_Waiter] = []
         self._busy = False
         self._stats = _Stats(name)
@@ -87,17 +91,26 @@ class Group(Generic[T, R]):
             self._waiting.append(waiter)
             leads = not self._busy
             self._busy = True
+            self._arrived.notify()
         if not leads:
             waiter.done.wait()
             if not waiter.lead:
                 return waiter.result()
-        self._lead()
+        self._lead(handed=not leads)
         return waiter.result()
 
-    def _lead(self) -> None:
-        """Run what waits (up to the limit), then hand the lead to the first still waiting."""
+    def _lead(self, handed: bool) -> None:
+        """Run what waits (up to the limit), then hand the lead to the first still waiting.
+
+        A lead that was handed on (a batch ran before it: the process is busy) first
+        lingers for more items; one that found the group idle runs at once."""
         size = self._size()
+        linger = self._linger() if handed else 0.0
         with self._lock:
+            if linger > 0 and len(self._waiting) < size:
+                deadline = time.monotonic() + linger
+                while len(self._waiting) < size and (left := deadline - time.monotonic()) > 0:
+                    self._arrived.wait(left)
             batch, self._waiting = self._waiting[:size], self._waiting[size:]
         try:
             self._run(batch)
