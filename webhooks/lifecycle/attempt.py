@@ -2,7 +2,9 @@
 
 This is the orchestration a worker task calls; it owns two short
 transactions per attempt (claim.py, record.py) and holds none while the POST
-is in flight. What happens next is decided in ``policy.next_step``; the POST
+is in flight. Claims, and records of plain successes, that the process's
+threads make at the same moment share their statement and commit
+(group_commit.py); each still gets what it would get alone. What happens next is decided in ``policy.next_step``; the POST
 itself is in webhooks/sender/post.py.
 """
 
