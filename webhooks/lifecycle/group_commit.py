@@ -200,9 +200,7 @@ def group(name: str, make: Callable[[], Group]) -> Group:
     """This process's group ``name``, made by ``make()`` the first time."""
     key = (os.getpid(), name)
     found = _groups.get(key)
-    if found is None:
-        with _groups_lock:
-            found = _groups.get(key)
-            if found is None:
-                found = _groups[key] = make()
-    return found
+    if found is not None:
+        return found
+    with _groups_lock:  # two first callers may both make one: the first made is kept
+        return _groups.setdefault(key, make())
