@@ -101,7 +101,10 @@ def test_a_claim_commits_as_it_returns_and_the_sweep_stands_in_for_what_follows(
     """On the attempt engine the claim commits in its own round trip. If what follows it
     fails (here the rate limit's check), the delivery stays claimed, and the sweep takes
     the claim back, as after a worker's crash; the next message sends attempt 1."""
-    delivery_id, _ = _one_delivery()
+    delivery_id, subscription_id = _one_delivery()
+    with session_scope() as session:  # a rate limit: the check runs (pacing.limited)
+        session.execute(update(Subscription).where(Subscription.id == subscription_id)
+                        .values(rate_limit=1000.0))
     seen_by_others = []
 
     def admit_that_fails(connection, claimed, *args, **kwargs):

@@ -166,6 +166,39 @@ def test_emit_events_stores_all_together_and_returns_the_ids_in_order(account):
     assert sorted(stored) == sorted(ids[:3])
 
 
+def test_emit_events_stores_its_events_in_one_statement_and_their_deliveries_in_another(
+        account):
+    """However many events, and whatever their idempotency keys (a repeat of an earlier
+    call's, or of an earlier event of the same call), one INSERT of events and one of
+    deliveries (issue 24)."""
+    from sqlalchemy import event
+
+    account_id, _ = account
+    first = emit_events(account_id, [{"type": "email.sent", "data": DATA, "idempotency_key": "a"}])
+    inserts = []
+
+    def count(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("INSERT INTO"):
+            inserts.append(statement.split()[2])
+
+    engine = get_engine()
+    event.listen(engine, "before_cursor_execute", count)
+    try:
+        ids = emit_events(account_id, [
+            {"type": "email.sent", "data": DATA, "idempotency_key": "a"},  # the earlier call's
+            {"type": "email.sent", "data": DATA},
+            {"type": "email.sent", "data": DATA, "idempotency_key": "b"},
+            {"type": "email.sent", "data": DATA, "idempotency_key": "b"},  # this call's own
+            {"type": "email.sent", "data": DATA},
+        ])
+    finally:
+        event.remove(engine, "before_cursor_execute", count)
+    assert ids[0] == first[0] and ids[3] == ids[2] and len(set(ids)) == 4
+    assert sorted(inserts) == ["deliveries", "events"]
+    with session_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Delivery)) == 4
+
+
 @pytest.mark.parametrize("bad, words", [
     ({"type": "email.sent"}, "missing field 'data'"),
     ({"type": "no.such", "data": {}}, "unknown event type"),

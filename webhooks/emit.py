@@ -93,6 +93,12 @@ def _insert_event(connection: Connection, values: dict) -> bool:
     return connection.execute(statement, values).first() is not None
 
 
+def _event_values(account_id, event_type, body, event_id, created_at, idempotency_key,
+                  settings) -> dict:
+    return dict(id=event_id, account_id=account_id, type=event_type, version=settings.version,
+                idempotency_key=idempotency_key, body=body, created_at=created_at)
+
+
 def _sent_now(status: str, parked: bool) -> bool:
     """Whether a new delivery gets its message now: pending and not parked (a held one
     waits for resume, a queued one for a free slot)."""
@@ -153,14 +159,15 @@ def _store(
     settings: Settings,
     ordering_key: str | None = None,
     rows_to_insert: list | None = None,
+    inserted: bool | None = None,
 ) -> tuple[EmittedEvent, list[Dispatch]]:
     """Store the event, then its deliveries (or, given ``rows_to_insert``, add their rows
-    to it for the caller to insert with others in one statement: emit_events)."""
-    values = dict(
-        id=event_id, account_id=account_id, type=event_type, version=settings.version,
-        idempotency_key=idempotency_key, body=body, created_at=created_at,
-    )
-    if not _insert_event(connection, values):
+    to it for the caller to insert with others in one statement: emit_events; given
+    ``inserted``, the caller inserted the event already, and says if it was new)."""
+    if inserted is None:
+        inserted = _insert_event(connection, _event_values(
+            account_id, event_type, body, event_id, created_at, idempotency_key, settings))
+    if not inserted:
         return _existing(connection, account_id, idempotency_key), []
     # The event's place among the account's events with its key (ordering.py): taken
     # after the event is known to be new, and locked until this transaction ends.
@@ -215,10 +222,10 @@ def _checked(account_id, event_type, data, idempotency_key, ordering_key, settin
 
 
 def _store_checked(connection, account_id, checked: _Checked, targets, settings,
-                   rows_to_insert=None):
+                   rows_to_insert=None, inserted=None):
     return _store(connection, account_id, checked.event_type, checked.body, checked.event_id,
                   checked.created_at, checked.idempotency_key, targets, settings,
-                  checked.ordering_key, rows_to_insert)
+                  checked.ordering_key, rows_to_insert, inserted)
 
 
 def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None,
@@ -347,17 +354,30 @@ def _store_all(session, account_id, checked: list[_Checked], settings):
     """Store checked events in ``session``'s transaction; (their ids, what to publish)."""
     connection = session.connection()
     targets_of: dict[str, list] = {}
-    ids, dispatches, rows = [], [], []
-    for one in checked:
+    for one in checked:  # first: an unknown account stores nothing (NotFound)
         if one.event_type not in targets_of:
             targets_of[one.event_type] = _targets(connection, account_id, one.event_type)
+    new = _insert_events(connection, account_id, checked, settings)
+    ids, dispatches, rows = [], [], []
+    for one in checked:
         emitted, published = _store_checked(connection, account_id, one,
-                                            targets_of[one.event_type], settings, rows)
+                                            targets_of[one.event_type], settings, rows,
+                                            inserted=one.event_id in new)
         ids.append(emitted.id)
         dispatches += published
     if rows:  # every event's deliveries in one statement
         connection.execute(_INSERT_DELIVERIES, rows)
     return ids, dispatches
+
+
+def _insert_events(connection, account_id, checked: list[_Checked], settings) -> set[str]:
+    """Insert every event in one statement (SQLAlchemy's insertmanyvalues); the ids of those
+    that were new (an event whose idempotency key the account used before, or an
+    earlier event of the same call used, is not inserted)."""
+    values = [_event_values(account_id, one.event_type, one.body, one.event_id, one.created_at,
+                            one.idempotency_key, settings) for one in checked]
+    statement = backend_of(connection).insert_event_once()
+    return {event_id for (event_id,) in connection.execute(statement, values)}
 
 
 def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings,

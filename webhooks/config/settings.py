@@ -72,6 +72,11 @@ class Settings:
     log_level: str = "INFO"
     db_pool_size: int = 5  # PostgreSQL connections each process keeps
     db_max_overflow: int = 10  # and may open beyond them at a peak
+    # Claims (or records) of concurrent attempts one worker process runs as one statement
+    # at most (lifecycle/group_commit.py); 1: each alone.
+    batch_max: int = 32
+    # Seconds a batch that forms behind another waits at most for more (0: none).
+    batch_wait: float = 0.001
     # Claims and records of attempts commit without waiting for the WAL flush
     # (PostgreSQL's synchronous_commit = off); emit_event and the API never do.
     durable_attempts: bool = False
@@ -198,6 +203,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         secret_key=secret_key(env),
         log_level=log_level(env),
         db_pool_size=positive_number(env, "WEBHOOKS_DB_POOL_SIZE", 5, integer=True),
+        batch_max=positive_number(env, "WEBHOOKS_BATCH_MAX", 32, integer=True),
+        batch_wait=positive_number(env, "WEBHOOKS_BATCH_WAIT_MS", 1.0, allow_zero=True) / 1000,
         db_max_overflow=positive_number(
             env, "WEBHOOKS_DB_MAX_OVERFLOW", 10, integer=True, allow_zero=True),
         durable_attempts=boolean(env, "WEBHOOKS_DURABLE_ATTEMPTS", False),

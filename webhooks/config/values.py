@@ -58,6 +58,8 @@ UNITS = {
     "WEBHOOKS_RECOVER_MAX": "deliveries",
     "WEBHOOKS_DB_POOL_SIZE": "connections",
     "WEBHOOKS_DB_MAX_OVERFLOW": "connections",
+    "WEBHOOKS_BATCH_MAX": "claims or records per statement",
+    "WEBHOOKS_BATCH_WAIT_MS": "milliseconds",
     "WEBHOOKS_MAX_SUBSCRIPTIONS": "subscriptions",
     "WEBHOOKS_TRUSTED_PROXIES": "proxies",
     "WEBHOOKS_CLOCK_REFRESH": "seconds",

@@ -2,12 +2,15 @@
 
 This is the orchestration a worker task calls; it owns two short
 transactions per attempt (claim.py, record.py) and holds none while the POST
-is in flight. What happens next is decided in ``policy.next_step``; the POST
+is in flight. Claims, and records of plain successes, that the process's
+threads make at the same moment share their statement and commit
+(group_commit.py); each still gets what it would get alone. What happens next is decided in ``policy.next_step``; the POST
 itself is in webhooks/sender/post.py.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import time
@@ -21,9 +24,10 @@ from webhooks.config import Settings, get_settings
 from webhooks.events.envelope import MODE
 from webhooks.lifecycle import adaptive_pace, pacing
 from webhooks.lifecycle import policy
-from webhooks.lifecycle.claim import Caps, Claim, claim
+from webhooks.lifecycle import group_commit
+from webhooks.lifecycle.claim import Caps, Claim, claim, claim_many
 from webhooks.lifecycle.failure_kinds import internal_error
-from webhooks.lifecycle.record import Recorded, record
+from webhooks.lifecycle.record import Recorded, groups, record, record_many
 from webhooks.sender.post import LOCATION_LIMIT, AttemptResult, HttpSender, Sender
 from webhooks.sender.retry_after import retry_after_seconds
 from webhooks.signing import sign, standard_headers
@@ -118,11 +122,9 @@ def run_attempt(
     # The attempt engine (db.get_attempt_engine): no pre-ping (a dropped connection
     # is retried once instead, see _in_transaction), BEGIN in the first round trip.
     engine = get_attempt_engine()
-    claimed = _in_transaction(
-        engine,
-        lambda connection: _claim(connection, delivery_id, attempt_count, settings),
-        f"claiming delivery {delivery_id}",
-    )
+    claimed = _claims()((delivery_id, attempt_count, settings))
+    if claimed is not None:
+        claimed = _admit(engine, claimed, settings)
     if isinstance(claimed, pacing.Paced):  # over its rate limit: it waits for its slot
         publish_now([claimed.dispatch] if claimed.dispatch is not None else [])
         return None
@@ -142,17 +144,43 @@ def run_attempt(
     return done.status
 
 
-def _claim(connection, delivery_id: str, attempt_count: int,
-           settings: Settings) -> Claim | pacing.Paced | None:
-    """Claim the attempt (claim.py) and let it through the subscription's rate limit
-    (pacing.py). On the attempt engine the claim has committed before the rate limit's
-    check runs; if that check fails, the sweep takes the claim back."""
+def _claims() -> group_commit.Group:
+    """This process's claims, grouped (group_commit.py): each item is (delivery id,
+    attempt count, settings), each answer its Claim or None."""
+    return group_commit.group("claims", lambda: group_commit.Group(
+        "claims", _claim_batch, _claim_alone, lambda: get_settings().batch_max,
+        lambda: get_settings().batch_wait))
+
+
+def _claim_alone(item) -> Claim | None:
+    delivery_id, attempt_count, settings = item
+    return _in_transaction(
+        get_attempt_engine(),
+        lambda connection: claim(connection, delivery_id, attempt_count, clock.now(),
+                                 Caps.of(settings)),
+        f"claiming delivery {delivery_id}")
+
+
+def _claim_batch(items) -> list[Claim | None]:
+    wanted = [(delivery_id, count, Caps.of(settings)) for delivery_id, count, settings in items]
+    return _in_transaction(
+        get_attempt_engine(), lambda connection: claim_many(connection, wanted, clock.now()),
+        f"claiming {len(items)} deliveries")
+
+
+def _admit(engine, claimed: Claim, settings: Settings) -> Claim | pacing.Paced:
+    """Let the claim through the subscription's rate limit (pacing.py), if it has one. The
+    claim has committed before the rate limit's check runs; if that check fails, the sweep
+    takes the claim back."""
+    if not pacing.limited(claimed):
+        return claimed  # no round trip
     now = clock.now()
-    claimed = claim(connection, delivery_id, attempt_count, now, Caps.of(settings))
-    if claimed is None:
-        return None
-    return pacing.admit(connection, claimed, now, rules_of(settings),
-                        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now))
+    return _in_transaction(
+        engine,
+        lambda connection: pacing.admit(
+            connection, claimed, now, rules_of(settings),
+            countdown_room=lambda: _budget(settings.countdown_max).take(connection, now)),
+        f"pacing delivery {claimed.delivery_id}")
 
 
 def _in_transaction(engine, work, doing: str):
@@ -192,38 +220,63 @@ def _record_or_internal_error(engine, claim, result, started_at, settings):
     """Record the attempt; if that raises, record it as a failed attempt ("internal error:
     <type>") instead, so the delivery moves on the ladder. Raises only if that fails too
     (the database is unreachable: the sweep recovers the claim)."""
-    doing = f"recording delivery {claim.delivery_id}"
     try:
-        return _in_transaction(
-            engine, lambda connection: _record(connection, claim, result, started_at, settings), doing)
+        return _record(engine, claim, result, started_at, settings)
     except Exception as exc:  # noqa: BLE001 - defence in depth, as in _send
         log.exception("recording attempt %d of delivery %s failed; recording an internal error",
                       claim.attempt_number, claim.delivery_id)
         fallback = AttemptResult.failed(internal_error(exc), result.duration_ms)
-        return _in_transaction(
-            engine, lambda connection: _record(connection, claim, fallback, started_at, settings),
-            doing)
+        return _record(engine, claim, fallback, started_at, settings)
 
 
-def _record(connection, claim, result, started_at, settings) -> _Finished | None:
+def _record(engine, claim, result, started_at, settings) -> _Finished | None:
     """Decide the next step (policy.next_step, with the wait a 429's or 503's Retry-After
-    asks for) and record it. A short retry rides a countdown only while the deployment's
-    countdown budget has room. Text from the receiver is made storable first."""
+    asks for) and record it: with the records of concurrent attempts if it is a plain
+    success (record.groups, group_commit.py), else alone. A short retry rides a countdown
+    only while the deployment's countdown budget has room. Text from the receiver is made
+    storable first."""
     now = clock.now()
     rules = rules_of(settings)
     step = policy.next_step(
         claim.attempt_number, result.status_code, claim.event_type, rules,
-        countdown_room=lambda: _budget(settings.countdown_max).take(connection, now),
+        countdown_room=lambda: _in_transaction(
+            engine, lambda connection: _budget(settings.countdown_max).take(connection, now),
+            "reading the countdown budget"),
         error_kind=result.error_kind,
         requested_wait=retry_after_seconds(result.retry_after, now))
-    done = record(
-        connection, claim, step=step, rules=rules, started_at=started_at, now=now,
+    attempt = dict(
+        claim=claim, step=step, rules=rules, started_at=started_at, now=now,
         duration_ms=result.duration_ms, status_code=result.status_code,
         error=storable_text(result.error, ERROR_TEXT_LIMIT), excerpt=storable_text(result.excerpt),
         location=storable_text(result.location, LOCATION_LIMIT), error_kind=result.error_kind,
         pace=adaptive_pace.Pace.of(settings),
     )
+    done = _records()(attempt) if groups(claim, step) else _record_alone(attempt)
     return None if done is None else _Finished(result, step, done)
+
+
+def _records() -> group_commit.Group:
+    """This process's records of plain successes, grouped (group_commit.py): each item is
+    record()'s keyword arguments, each answer its Recorded or None."""
+    return group_commit.group("records", lambda: group_commit.Group(
+        "records", _record_batch, _record_alone, lambda: get_settings().batch_max,
+        lambda: get_settings().batch_wait))
+
+
+def _record_alone(attempt: dict) -> Recorded | None:
+    return _in_transaction(get_attempt_engine(), lambda connection: record(connection, **attempt),
+                           f"recording delivery {attempt['claim'].delivery_id}")
+
+
+def _record_batch(attempts: list[dict]) -> list[Recorded | None]:
+    """The records of a batch, committed; the deliveries they released (each waited for the
+    slot its record freed) are published here, after the commit, in one pipelined round
+    trip (outbox.send_to_broker), rather than by each attempt on its own."""
+    done = _in_transaction(get_attempt_engine(),
+                           lambda connection: record_many(connection, attempts),
+                           f"recording {len(attempts)} attempts")
+    publish_now([dispatch for one in done if one is not None for dispatch in one.released])
+    return [one if one is None else dataclasses.replace(one, released=()) for one in done]
 
 
 def _log_attempt(claim, recorded: _Finished, settings) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from sqlalchemy import Boolean, Integer, and_, bindparam, case, func, or_, select
 from sqlalchemy.engine import Connection
@@ -39,7 +40,7 @@ from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
 from webhooks.tenants.options import CLAIMED
 from webhooks.tenants.rotation import signing_secret, staged_secret
 
-__all__ = ["Claim", "Caps", "claim", "turn_away", "EARLY_SLACK"]
+__all__ = ["Claim", "Caps", "claim", "claim_many", "turn_away", "EARLY_SLACK"]
 
 PENDING, SENDING = DeliveryStatus.PENDING.value, DeliveryStatus.SENDING.value
 # A countdown message may arrive a little before next_attempt_at (clock rounding).
@@ -172,15 +173,35 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
     as a claim is never given back but by the rate limit (pacing.py), whose
     give-back is conditional on the claim and which the sweep stands in for.
     """
-    params = {"d_id": delivery_id, "count": attempt_count, "now": now, "due": now + EARLY_SLACK,
-              "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account,
-              "adaptive": caps.adaptive}
     # PostgreSQL: the account's turn, then the claim with its loads, in one round trip;
     # SQLite: the claim, then the loads (storage/backends).
-    row = backend_of(connection).claim(connection, params)
+    row = backend_of(connection).claim(connection, _params(delivery_id, attempt_count, now, caps))
     if row is None:
         turn_away(connection, delivery_id, attempt_count, now)
         return None
+    return _claimed(delivery_id, attempt_count, row)
+
+
+def claim_many(connection: Connection, wanted: Sequence[tuple[str, int, Caps]],
+               now: dt.datetime) -> list[Claim | None]:
+    """:func:`claim` for each (delivery id, attempt count, caps) of ``wanted``, in order,
+    each exactly as it would run alone (it sees what the ones before it wrote, and one
+    not taken is turned away); in one statement and one commit on PostgreSQL
+    (group_commit.py). Each one's Claim, or None."""
+    rows = backend_of(connection).claim_many(
+        connection, [_params(d_id, count, now, caps) for d_id, count, caps in wanted])
+    return [None if row is None else _claimed(d_id, count, row)
+            for (d_id, count, _), row in zip(wanted, rows)]
+
+
+def _params(delivery_id: str, attempt_count: int, now: dt.datetime, caps: Caps) -> dict:
+    return {"d_id": delivery_id, "count": attempt_count, "now": now, "due": now + EARLY_SLACK,
+            "cap": caps.subscription, "test_cap": caps.test, "account_cap": caps.account,
+            "adaptive": caps.adaptive}
+
+
+def _claimed(delivery_id: str, attempt_count: int, row) -> Claim:
+    """The Claim of a claimed row (the taken columns, then the loaded ones)."""
     # By name, not by position: a column added to _TAKEN or _LOADED is one more field of Claim.
     loaded = dict(zip(_COLUMNS, row))
     return Claim(delivery_id=delivery_id, attempt_number=attempt_count + 1,

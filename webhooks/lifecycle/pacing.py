@@ -31,7 +31,7 @@ from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.states import DeliveryStatus
 from webhooks.storage.models import Delivery, Subscription
 
-__all__ = ["Paced", "admit", "SLOT_TOLERANCE_S"]
+__all__ = ["Paced", "admit", "limited", "SLOT_TOLERANCE_S"]
 
 # A slot this close (seconds) counts as come: not worth a message for the wait.
 SLOT_TOLERANCE_S = 0.005
@@ -59,11 +59,17 @@ class Paced:
     dispatch: Dispatch | None
 
 
+def limited(claim: Claim) -> bool:
+    """True if the claim's attempt must take a slot of its subscription's rate limit (it has
+    one, and the claim holds no slot yet)."""
+    return claim.rate_limit is not None and not claim.paced
+
+
 def admit(connection: Connection, claim: Claim, now: dt.datetime, rules: policy.Rules,
           countdown_room: Callable[[], bool] = lambda: True) -> Claim | Paced:
     """``claim`` if its attempt may go now; otherwise give the claim back until its slot
     (in the claim's transaction) and return what carries it there."""
-    if claim.rate_limit is None or claim.paced:
+    if not limited(claim):
         return claim
     taken = connection.execute(
         _TAKE_SLOT, {"sub_id": claim.subscription_id, "now_s": now.timestamp()}).first()

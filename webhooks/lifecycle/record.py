@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Sequence
 
 from sqlalchemy import Integer, String, Text, bindparam, select, update
 from sqlalchemy.engine import Connection
@@ -34,7 +35,7 @@ from webhooks.operational import notices as operational
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
 
-__all__ = ["Recorded", "record"]
+__all__ = ["Recorded", "record", "record_many", "groups"]
 
 deliveries, subscriptions, attempts = Delivery.__table__, Subscription.__table__, Attempt.__table__
 SENDING = DeliveryStatus.SENDING.value
@@ -126,14 +127,8 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     adaptive_pace.py), and a keyed delivery that finished releases the next
     one of its key (ordering.py).
     """
-    params = dict(
-        d_id=claim.delivery_id, n=claim.attempt_number, new_status=step.status,
-        next_at=None if step.retry_after is None else now + dt.timedelta(seconds=step.retry_after),
-        park=step.wait is policy.Wait.PARKED, now=now, t_started=started_at,
-        t_duration=duration_ms, code=status_code, err=error, result=step.outcome.value,
-        excerpt=excerpt, redirect_to=location, sub_id=claim.subscription_id,
-        kind_of_error=None if error_kind is None else str(getattr(error_kind, "value", error_kind)),
-    )
+    params = _params(claim, step, started_at, now, duration_ms, status_code, error, excerpt,
+                     location, error_kind)
     pacing_on = pace is not None and pace.enabled
     success = step.outcome is policy.Outcome.SUCCESS
     finishes_keyed = claim.ordering_key is not None and _finished(step.status)
@@ -164,6 +159,47 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
             status, dispatch = step.status_if_paused, None
     notices = _notices(connection, claim, status, status_code, paused_for, now)
     return Recorded(status, dispatch, paused_now, tuple(released), notices)
+
+
+def groups(claim: Claim, step: policy.Step) -> bool:
+    """True when recording this attempt is one statement and nothing after it: a success
+    that moves no in-flight limit (its claim read none lowered), releases no successor of
+    an ordering key and pauses nothing. Such records of concurrent attempts may run
+    together (:func:`record_many`, group_commit.py); any other runs alone (:func:`record`)."""
+    return (step.outcome is policy.Outcome.SUCCESS and step.pause_reason is None
+            and step.wait is policy.Wait.NONE and claim.in_flight_limit is None
+            and claim.ordering_key is None)
+
+
+def record_many(connection: Connection, attempts: Sequence[dict]) -> list[Recorded | None]:
+    """:func:`record` for each of ``attempts`` (its keyword arguments), all of which
+    :func:`groups`, in one statement and one commit on PostgreSQL: each exactly as it
+    would run alone, seeing what the ones before it wrote. Each one's Recorded, or None
+    if its claim was taken back."""
+    for one in attempts:
+        if not groups(one["claim"], one["step"]):
+            raise ValueError(f"the record of delivery {one['claim'].delivery_id} runs alone")
+    released = backend_of(connection).record_many(connection, [
+        _params(one["claim"], one["step"], one["started_at"], one["now"], one["duration_ms"],
+                one["status_code"], one["error"], one["excerpt"], one.get("location"),
+                one.get("error_kind")) for one in attempts])
+    return [None if dispatches is None else Recorded(one["step"].status, None, False,
+                                                     tuple(dispatches))
+            for one, dispatches in zip(attempts, released)]
+
+
+def _params(claim: Claim, step: policy.Step, started_at: dt.datetime, now: dt.datetime,
+            duration_ms: int, status_code: int | None, error: str | None, excerpt: str | None,
+            location: str | None, error_kind) -> dict:
+    """The parameters of the record's statements."""
+    return dict(
+        d_id=claim.delivery_id, n=claim.attempt_number, new_status=step.status,
+        next_at=None if step.retry_after is None else now + dt.timedelta(seconds=step.retry_after),
+        park=step.wait is policy.Wait.PARKED, now=now, t_started=started_at,
+        t_duration=duration_ms, code=status_code, err=error, result=step.outcome.value,
+        excerpt=excerpt, redirect_to=location, sub_id=claim.subscription_id,
+        kind_of_error=None if error_kind is None else str(getattr(error_kind, "value", error_kind)),
+    )
 
 
 def _notices(connection, claim: Claim, status: str, status_code: int | None,

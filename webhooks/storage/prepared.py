@@ -33,7 +33,8 @@ from sqlalchemy.sql import ClauseElement
 
 from webhooks.storage.db import in_autocommit, in_transaction_block
 
-__all__ = ["PreparedStatement", "execute_together"]
+__all__ = ["PreparedStatement", "execute_together", "compile_core", "numbered", "parameter_names",
+           "run_text", "bind_value", "aware"]
 
 _PARAMETER = re.compile(r"(?<![:\w]):([a-z_][a-z0-9_]*)")
 _INFO_KEY = "webhooks_prepared"
@@ -54,7 +55,7 @@ class PreparedStatement:
         if used != set(self._order):
             raise ValueError(f"{name}: parameters {sorted(used ^ set(self._order))} "
                              "are declared but not used, or used but not declared")
-        self._text = _PARAMETER.sub(lambda m: f"${self._order.index(m.group(1)) + 1}", sql)
+        self._text = numbered(sql, self._order)
         self._timestamps = frozenset(timestamp_columns)
         self._execute = f"EXECUTE {name}({', '.join(['%s'] * len(self._order))})"
 
@@ -68,13 +69,7 @@ class PreparedStatement:
         so that the planner can match partial indexes; ``bindparam``s without a
         value are the parameters of each EXECUTE.
         """
-        compiled = statement.compile(dialect=_POSTGRESQL)
-        fixed = {k: v for k, v in compiled.params.items() if v is not None}
-        sql = _PARAMETER.sub(
-            lambda m: _literal(fixed[m.group(1)]) if m.group(1) in fixed else m.group(0),
-            compiled.string)
-        types = {name: bind.type.compile(dialect=_POSTGRESQL)
-                 for bind, name in compiled.bind_names.items() if name not in fixed}
+        sql, types = compile_core(statement)
         digest = hashlib.sha1(sql.encode()).hexdigest()[:10]
         return cls(f"webhooks_{label}_{digest}", sql, list(types.items()), timestamp_columns)
 
@@ -83,14 +78,14 @@ class PreparedStatement:
         return execute_together(connection, [(self, values)])
 
     def _bound(self, values: Mapping[str, Any]) -> tuple:
-        return tuple(_bind(values[name]) for name in self._order)
+        return tuple(bind_value(values[name]) for name in self._order)
 
     def _rows(self, names: Sequence[str], rows: list) -> list:
         """``rows`` (of result columns ``names``) with the timestamp columns made aware."""
         if not self._timestamps:
             return rows
         convert = [name in self._timestamps for name in names]
-        return [tuple(_aware(v) if c else v for v, c in zip(row, convert)) for row in rows]
+        return [tuple(aware(v) if c else v for v, c in zip(row, convert)) for row in rows]
 
     def _prepare_on(self, connection: Connection) -> None:
         prepared = connection.connection.info.setdefault(_INFO_KEY, set())
@@ -101,6 +96,30 @@ class PreparedStatement:
         # PREPARE outlives the transaction it ran in (rolled back or not), so
         # remembering it now is right even if this transaction later fails.
         prepared.add(self.name)
+
+
+def compile_core(statement: ClauseElement) -> tuple[str, dict[str, str]]:
+    """``statement`` as PostgreSQL compiles it: its text, with ``:name`` for each parameter
+    and the values the statement holds itself written in as literals, and each
+    parameter's SQL type by name."""
+    compiled = statement.compile(dialect=_POSTGRESQL)
+    fixed = {k: v for k, v in compiled.params.items() if v is not None}
+    sql = _PARAMETER.sub(
+        lambda m: _literal(fixed[m.group(1)]) if m.group(1) in fixed else m.group(0),
+        compiled.string)
+    types = {name: bind.type.compile(dialect=_POSTGRESQL)
+             for bind, name in compiled.bind_names.items() if name not in fixed}
+    return sql, types
+
+
+def parameter_names(sql: str) -> list[str]:
+    """The ``:name`` parameters of a compiled text, each once, in order of appearance."""
+    return list(dict.fromkeys(_PARAMETER.findall(sql)))
+
+
+def numbered(sql: str, order: Sequence[str]) -> str:
+    """``sql`` with each ``:name`` replaced by ``$k``, k its place (from 1) in ``order``."""
+    return _PARAMETER.sub(lambda m: f"${list(order).index(m.group(1)) + 1}", sql)
 
 
 def execute_together(connection: Connection,
@@ -120,13 +139,18 @@ def execute_together(connection: Connection,
     commands = ["BEGIN"] if begin and _idle_in_autocommit(connection) else []
     commands.extend(statement._execute for statement, _ in steps)
     parameters = tuple(value for statement, values in steps for value in statement._bound(values))
-    sql = "; ".join(commands)
-    if in_autocommit(connection):
-        names, rows = _on_cursor(connection, sql, parameters)
-    else:
-        result = connection.exec_driver_sql(sql, parameters)
-        names, rows = (list(result.keys()), result.fetchall()) if result.returns_rows else ((), [])
+    names, rows = run_text(connection, "; ".join(commands), parameters)
     return steps[-1][0]._rows(names, rows)
+
+
+def run_text(connection: Connection, sql: str, parameters: tuple) -> tuple[list[str], list]:
+    """Run ``sql`` (``%s`` placeholders; several statements are one round trip, and one
+    implicit transaction on an autocommit connection that is in none); the last
+    statement's column names and rows."""
+    if in_autocommit(connection):
+        return _on_cursor(connection, sql, parameters)
+    result = connection.exec_driver_sql(sql, parameters)
+    return (list(result.keys()), result.fetchall()) if result.returns_rows else ([], [])
 
 
 def _on_cursor(connection: Connection, sql: str, parameters: tuple) -> tuple[list[str], list]:
@@ -179,7 +203,7 @@ def _literal(value: Any) -> str:
     raise TypeError(f"no SQL literal for {value!r}")
 
 
-def _bind(value: Any) -> Any:
+def bind_value(value: Any) -> Any:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             raise ValueError("naive datetime given to a UTC column")
@@ -187,5 +211,5 @@ def _bind(value: Any) -> Any:
     return value
 
 
-def _aware(value: Any) -> Any:
+def aware(value: Any) -> Any:
     return value.replace(tzinfo=dt.timezone.utc) if isinstance(value, dt.datetime) else value

@@ -42,6 +42,21 @@ class Backend(abc.ABC):
         """Run the record's steps (lifecycle/record.py); None if the claim was taken back,
         else (consecutive failures after a failure or None, [released Dispatch])."""
 
+    # ---- the same, for a batch (lifecycle/group_commit.py)
+    @abc.abstractmethod
+    def claim_many(self, connection, items: list[dict]) -> list:
+        """Run the claim for each item (``claim``'s params), in order, each seeing what the
+        ones before it wrote, and turn away (claim.turn_away) each one it does not take;
+        each item's claimed row, or None. On PostgreSQL one statement, committed as it
+        returns on an autocommit connection."""
+
+    @abc.abstractmethod
+    def record_many(self, connection, items: list[dict]) -> list:
+        """Run the record's steps for each item (``record``'s params) of a successful
+        attempt, in order, each seeing what the ones before it wrote; for each, None if
+        its claim was taken back, else its [released Dispatch]. On PostgreSQL one
+        statement, committed as it returns on an autocommit connection."""
+
     # ---- emit
     @abc.abstractmethod
     def insert_event_once(self):

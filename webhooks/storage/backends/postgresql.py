@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 
-from sqlalchemy import bindparam, func, literal, select, text
+from sqlalchemy import Integer, any_, bindparam, func, literal, select, text
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from webhooks.storage.backends import Backend, claim_row_with
+from webhooks.storage.batched import BatchedStatement, Body
 from webhooks.storage.prepared import PreparedStatement, execute_together
 
 __all__ = ["PostgreSQLBackend"]
@@ -33,16 +34,59 @@ def _claim_statements():
     taken after it, sees every claim committed before. (SQLite's BEGIN
     IMMEDIATE already serialises writers.)
     """
+    turn = PreparedStatement.from_core("claim_turn", _turn())
+    take = PreparedStatement.from_core("claim", _take())
+    return turn, take
+
+
+def _turn_key(deliveries):
+    """The advisory lock of a delivery's account: claims of one account take turns."""
+    return func.hashtextextended(deliveries.c.account_id, 7403)
+
+
+def _turn():
     from webhooks.lifecycle import claim
 
     d = claim.deliveries
-    turn = PreparedStatement.from_core("claim_turn", select(
-        func.pg_advisory_xact_lock(func.hashtextextended(d.c.account_id, 7403))
-    ).where(d.c.id == bindparam("d_id")))
-    take = PreparedStatement.from_core("claim", claim._TAKE.where(
+    return select(func.pg_advisory_xact_lock(_turn_key(d))).where(d.c.id == bindparam("d_id"))
+
+
+def _take():
+    from webhooks.lifecycle import claim
+
+    d = claim.deliveries
+    return claim._TAKE.where(
         claim.events.c.id == d.c.event_id, claim.subscriptions.c.id == d.c.subscription_id,
-    ).returning(*claim._TAKEN, *claim._LOADED))
-    return turn, take
+    ).returning(*claim._TAKEN, *claim._LOADED)
+
+
+def _claims_statement() -> BatchedStatement:
+    """Claims of a batch (group commit): the turns of all their accounts first, in one
+    order (two batches that took them in different orders could deadlock), then each
+    claim as it runs alone (the claim, the turn-away if not taken), in order. Its turn
+    is held already, from before its statement's snapshot, as alone; the turns are held
+    to the batch's commit, as one claim holds its own."""
+    from webhooks.lifecycle import claim
+
+    d = claim.deliveries
+    key = _turn_key(d).label("turn")
+    turns = (select(key).where(d.c.id == any_(bindparam("d_id", type_=d.c.id.type)))
+             .distinct().order_by(key).subquery())
+    returns = [(column.name, column.type) for column in (*claim._TAKEN, *claim._LOADED)]
+    return BatchedStatement(
+        "claims", Body(main=_take(), returns=returns, otherwise=[claim._TURN_AWAY]),
+        prologue=select(func.pg_advisory_xact_lock(turns.c.turn)))
+
+
+def _records_statement() -> BatchedStatement:
+    """Records of a batch of successful attempts (group commit): each one's statement as
+    it runs alone (record_success), in order."""
+    from webhooks.lifecycle import record
+
+    returns = [("moved", Integer()), ("failures", Integer()),
+               ("released_id", record.deliveries.c.id.type), ("released_count", Integer())]
+    return BatchedStatement("records", Body(main=_record_statement(record._COUNT_SUCCESS),
+                                            returns=returns))
 
 
 def _record_statement(count):
@@ -111,6 +155,7 @@ class PostgreSQLBackend(Backend):
             "record_failure", _record_statement(record._COUNT_FAILURE))
         self._record_success = PreparedStatement.from_core(
             "record_success", _record_statement(record._COUNT_SUCCESS))
+        self._claims, self._records = _claims_statement(), _records_statement()
         events = Event.__table__
         self._insert_event_once = (
             pg_insert(events)
@@ -136,6 +181,23 @@ class PostgreSQLBackend(Backend):
         if not moved:
             return None
         return failures, [Dispatch(released_id, released_count)] if released_id else []
+
+    def claim_many(self, connection, items: list[dict]) -> list:
+        return [row if row[0] is not None else None  # subscription_id: None if not taken
+                for row in self._claims.run(connection, items)]
+
+    def record_many(self, connection, items: list[dict]) -> list:
+        from webhooks.broker.outbox import Dispatch
+
+        # Each subscription's rows (its counters, its waiting deliveries) are taken in one
+        # order by every batch: by subscription, then delivery.
+        order = sorted(range(len(items)), key=lambda i: (items[i]["sub_id"], items[i]["d_id"]))
+        rows = self._records.run(connection, [items[i] for i in order])
+        answers: list = [None] * len(items)
+        for i, (moved, _, released_id, released_count) in zip(order, rows):
+            if moved:
+                answers[i] = [Dispatch(released_id, released_count)] if released_id else []
+        return answers
 
     def insert_event_once(self):
         return self._insert_event_once

@@ -69,6 +69,22 @@ class SQLiteBackend(Backend):
         released = connection.execute(self._release, params).all()
         return failures, [Dispatch(delivery_id, count) for delivery_id, count in released]
 
+    def claim_many(self, connection, items: list[dict]) -> list:
+        # One by one, in the caller's transaction (BEGIN IMMEDIATE: one writer at a time).
+        from webhooks.lifecycle import claim
+
+        rows = []
+        for params in items:
+            row = self.claim(connection, params)
+            if row is None:
+                connection.execute(claim._TURN_AWAY, params)
+            rows.append(row)
+        return rows
+
+    def record_many(self, connection, items: list[dict]) -> list:
+        moved = [self.record(connection, params, False) for params in items]
+        return [None if one is None else one[1] for one in moved]
+
     def insert_event_once(self):
         return self._insert_event_once
 
