@@ -9,7 +9,9 @@ own item at once, alone, as before (no wait at low load); the callers that
 arrive while a batch is running wait for it, and the first of them then
 runs all that waited (up to ``WEBHOOKS_BATCH_MAX``) as one batch, while
 the others wait for their own answers. Batches therefore grow with the
-load and by themselves: one round trip's worth of arrivals, with no timer.
+load and by themselves: one round trip's worth of arrivals, and a batch that
+formed behind another (the process is busy) lingers up to
+``WEBHOOKS_BATCH_WAIT_MS`` for more; an item that finds the group idle never waits.
 
 Each item keeps its own rules: the backend runs a batch as the items'
 statements in sequence, each seeing what the ones before it wrote
