@@ -44,6 +44,8 @@ SIZE_OPTIONS = [
      "the realistic scenario's uniform answer time, ms (200)"),
     ("--pace-deliveries", "pace_deliveries", int,
      "the backlog each leg of the pace scenario drains (5000)"),
+    ("--pace-capacity", "pace_capacity", int,
+     "the pace scenario's receiver capacity, requests/s (0: both 20 and 200)"),
     ("--ordering-deliveries", "ordering_deliveries", int,
      "deliveries of each drain of the ordering scenario (5000)"),
     ("--ordering-keys", "ordering_keys", int,

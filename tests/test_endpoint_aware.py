@@ -137,3 +137,44 @@ def test_a_test_ping_answered_410_fails_but_pauses_nothing(account, receiver):
     wait_until(lambda: delivery_status(ping) == "failed", what="failed")
     row = _subscription(subscription.id)
     assert (row.status, row.paused_reason, row.consecutive_failures) == ("active", None, 1)
+
+
+def test_a_429_paces_the_subscription_to_the_rate_its_receiver_accepted(account, receiver):
+    """The adaptive pace's rate (pace_rate.py) through the real worker: five accepted, then
+    a 429; the deliveries after it go at the paced rate (just under five a second), each
+    in one attempt, none counted as a failure, and the API shows the rate in force."""
+    from webhooks.services.subscriptions import option_values
+
+    receiver.script("/quota", 200)
+    subscription = make_subscription(account, receiver.url("/quota"))
+    accepted = [emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+                for _ in range(5)]
+    wait_until(lambda: all(delivery_status(d) == "done" for d in accepted), what="5 done")
+    receiver.script("/quota", ("headers", 429, {"Retry-After": "1"}), 200)
+    refused = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    wait_until(lambda: _subscription(subscription.id).pace_rate is not None, what="paced")
+    rate = _subscription(subscription.id).pace_rate
+    assert pace_rate_floor() <= rate <= 0.95 * 5 + 1e-9  # at most 5 accepted in the window
+
+    start = len(receiver.received("/quota"))
+    paced = [emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
+             for _ in range(10)]
+    wait_until(lambda: all(delivery_status(d) == "done" for d in [*paced, refused]),
+               what="the paced deliveries done")
+    arrivals = sorted(r.at for r in receiver.received("/quota")[start:])
+    # 11 arrivals (the ten and the refused one's retry) at no more than the paced rate.
+    assert len(arrivals) == 11
+    assert arrivals[-1] - arrivals[0] >= 0.9 * 10 / (rate * 1.01)
+    assert all(attempts_of(d) == [(1, 200, "success")] for d in paced)  # waiting: no attempt
+    assert [code for _, code, _ in attempts_of(refused)] == [429, 200]
+    row = _subscription(subscription.id)
+    assert row.consecutive_failures == 0
+    with session_scope() as session:
+        shown = option_values(session.get(Subscription, subscription.id))["current_rate_limit"]
+    assert rate <= shown <= rate * 1.05  # climbing from it
+
+
+def pace_rate_floor() -> float:
+    from webhooks.lifecycle.pace_rate import FLOOR_PER_S
+
+    return FLOOR_PER_S

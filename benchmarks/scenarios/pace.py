@@ -11,9 +11,12 @@ Both legs use a short ladder of many steps (WEBHOOKS_RETRY_DELAYS, 20 retries
 of 1 to 8 s), so that a 429 costs seconds rather than the default ladder's
 minutes, and WEBHOOKS_PAUSE_AFTER is high (a 429 counts toward the pause on
 both legs). Reported per leg: deliveries per second (from the first request
-to the last accepted one), the share of attempts answered 429, the seconds
-to drain the backlog, the deliveries left dead, and the subscription's
-current limit at the end.
+to the last accepted one), the share of attempts answered 429 over the whole
+leg and once the pace has settled (from SETTLE_S seconds after the first
+request on), the seconds to drain the backlog, the deliveries left dead, and
+the subscription's current in-flight limit and paced rate at the end.
+Target (issue 26): with the pace on, at least 0.9 C reached and under 5 % of
+the settled attempts answered 429.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from .common import fmt
 
 PATH = "/limited"
 CAPACITIES = (20, 200)
+SETTLE_S = 5.0  # seconds from the first request after which the pace counts as settled
 LADDER = "1,1,1,1,1,2,2,2,2,2,4,4,4,4,4,8,8,8,8,8"
 
 
@@ -49,6 +53,7 @@ class LimitedReceiver:
         self.delivered: set[str] = set()
         self.first_at: float | None = None
         self.last_at: float | None = None
+        self.answers: list[tuple[float, bool]] = []  # (monotonic time, accepted) per request
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -83,7 +88,9 @@ class LimitedReceiver:
                 self.window_start, self.in_window = now, 0
             if self.in_window >= self.capacity:
                 self.refused += 1
+                self.answers.append((now, False))
                 return False
+            self.answers.append((now, True))
             self.in_window += 1
             self.accepted += 1
             if delivery_id not in self.delivered:
@@ -91,23 +98,43 @@ class LimitedReceiver:
                 self.last_at = now
             return True
 
+    def settled_share_refused(self, settle_s: float) -> float | None:
+        """The share of requests refused from ``settle_s`` seconds after the first on."""
+        if self.first_at is None:
+            return None
+        later = [accepted for at, accepted in self.answers if at >= self.first_at + settle_s]
+        return round(later.count(False) / len(later), 4) if later else None
+
+    def timeline(self) -> list[tuple[int, int]]:
+        """(accepted, refused) in each second from the first request on."""
+        if self.first_at is None:
+            return []
+        seconds: dict[int, list[int]] = {}
+        for at, accepted in self.answers:
+            counts = seconds.setdefault(int(at - self.first_at), [0, 0])
+            counts[0 if accepted else 1] += 1
+        return [tuple(seconds.get(i, (0, 0))) for i in range(max(seconds) + 1)]
+
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
 
 
-def _final_state(subscription_id: str) -> tuple[int | None, int]:
-    """(the subscription's stored current limit, deliveries dead) at the end of a leg."""
+def _final_state(subscription_id: str) -> tuple[int | None, float | None, int]:
+    """(the subscription's stored in-flight limit, its rate now, deliveries dead) at the end
+    of a leg."""
     from sqlalchemy import func, select
 
+    from webhooks.services.subscriptions import option_values
     from webhooks.storage.db import session_scope
     from webhooks.storage.models import Delivery, Subscription
 
     with session_scope() as session:
-        limit = session.get(Subscription, subscription_id).in_flight_limit
+        subscription = session.get(Subscription, subscription_id)
+        limit, rate = subscription.in_flight_limit, option_values(subscription)["current_rate_limit"]
         dead = session.scalar(select(func.count()).select_from(Delivery).where(
             Delivery.subscription_id == subscription_id, Delivery.status == "dead"))
-    return limit, dead
+    return limit, rate, dead
 
 
 def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
@@ -131,7 +158,7 @@ def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
                 time.sleep(0.2)
         finally:
             ctx.stop(worker, beat)
-        limit, dead = _final_state(target.subscription_id)
+        limit, rate, dead = _final_state(target.subscription_id)
         seconds = (receiver.last_at - receiver.first_at
                    if receiver.first_at is not None and receiver.last_at is not None else None)
         attempts = receiver.accepted + receiver.refused
@@ -141,7 +168,11 @@ def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
             "seconds": None if not seconds else round(seconds, 2),
             "rate_per_s": None if not seconds else round(delivered / seconds, 1),
             "share_429": None if not attempts else round(receiver.refused / attempts, 3),
+            "settled_share_429": receiver.settled_share_refused(SETTLE_S),
+            "of_capacity": None if not seconds else round(delivered / seconds / capacity, 3),
             "attempts": attempts, "dead": dead, "limit_at_end": limit,
+            "rate_at_end": None if rate is None else round(rate, 2),
+            "timeline": receiver.timeline(),
         }
     finally:
         receiver.stop()
@@ -150,14 +181,17 @@ def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
 def run(ctx: Context) -> dict:
     n = ctx.sizes.pace_deliveries
     legs = []
-    for capacity in CAPACITIES:
+    for capacity in ((ctx.sizes.pace_capacity,) if ctx.sizes.pace_capacity else CAPACITIES):
         for adaptive in (True, False):
             leg = measure(ctx, capacity, adaptive, n)
             legs.append(leg)
             print(f"  pace C={capacity} adaptive {'on ' if adaptive else 'off'}: "
-                  f"{fmt(leg['rate_per_s'])} deliveries/s, {fmt(leg['share_429'], '.1%')} "
-                  f"answered 429, {fmt(leg['seconds'])} s to drain {leg['delivered']}/{n} "
-                  f"({leg['dead']} dead, limit at end {leg['limit_at_end']})", flush=True)
+                  f"{fmt(leg['rate_per_s'])} deliveries/s ({fmt(leg['of_capacity'], '.2f')} C), "
+                  f"{fmt(leg['share_429'], '.1%')} answered 429 "
+                  f"({fmt(leg['settled_share_429'], '.1%')} once settled), "
+                  f"{fmt(leg['seconds'])} s to drain {leg['delivered']}/{n} "
+                  f"({leg['dead']} dead, in-flight limit at end {leg['limit_at_end']}, "
+                  f"rate at end {leg['rate_at_end']})", flush=True)
     result = {"deliveries": n, "pool": ctx.options.scenario_pool.label, "ladder_s": LADDER,
               "legs": legs}
     ctx.results["pace"] = result
@@ -171,7 +205,12 @@ def rows(results: dict) -> list[Row]:
     out = []
     for leg in r["legs"]:
         name = f"C={leg['capacity']}/s, adaptive {'on' if leg['adaptive'] else 'off'}"
+        on = leg["adaptive"]
         out += [Row("pace", f"{name}: deliveries/s", leg["rate_per_s"], "/s"),
+                Row("pace", f"{name}: of capacity", leg.get("of_capacity"), "x",
+                    ">= 0.9" if on else ""),
                 Row("pace", f"{name}: share answered 429", leg["share_429"]),
+                Row("pace", f"{name}: share answered 429 once settled",
+                    leg.get("settled_share_429"), "", "< 0.05" if on else ""),
                 Row("pace", f"{name}: drain of {leg['n']}", leg["seconds"], "s")]
     return out

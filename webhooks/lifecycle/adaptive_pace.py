@@ -18,15 +18,21 @@ claimed under (a burst of 429s from one round halves it once, not once per
 answer). Without a cap (0: no limit) the pace does nothing. The limit moves in
 the transaction that records the attempt (record.py); WEBHOOKS_ADAPTIVE_PACE=false
 turns it off (the claim then ignores a stored limit, and nothing is written).
+
+A 429 also sets the subscription's paced *rate* (pace_rate.py), in
+the same transaction: fewer attempts in flight do not slow attempts to a
+receiver that answers at once. :meth:`Pace.rate_now` is the rate in force.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from sqlalchemy import Integer, String, and_, bindparam, case, func, null, update
 from sqlalchemy.engine import Connection
 
+from webhooks.lifecycle import pace_rate
 from webhooks.lifecycle.failure_kinds import ErrorKind
 from webhooks.storage.db import in_autocommit, in_transaction_block
 from webhooks.storage.models import Subscription
@@ -42,15 +48,25 @@ subscriptions = Subscription.__table__
 class Pace:
     """The pace's settings: on (WEBHOOKS_ADAPTIVE_PACE), the service's cap
     (WEBHOOKS_MAX_IN_FLIGHT, for subscriptions without their own), the success run
-    (WEBHOOKS_PACE_SUCCESS_RUN; 0: the current limit's worth)."""
+    (WEBHOOKS_PACE_SUCCESS_RUN; 0: the current limit's worth), and the paced rate's
+    climb (WEBHOOKS_PACE_RATE_CLIMB, here a fraction of itself per second: pace_rate.py)."""
 
     enabled: bool = True
     service_cap: int = 0
     success_run: int = 0
+    rate_climb: float = 0.002
 
     @classmethod
     def of(cls, settings) -> "Pace":
-        return cls(settings.adaptive_pace, settings.max_in_flight, settings.pace_success_run)
+        return cls(settings.adaptive_pace, settings.max_in_flight, settings.pace_success_run,
+                   settings.pace_rate_climb / 100.0)
+
+    def rate_now(self, claim, now) -> float | None:
+        """The rate in force for ``claim``'s subscription at ``now`` (attempts/s; None: no
+        limit): its rate limit, or the paced rate if the pace is on and that is lower."""
+        paced = (pace_rate.current(claim.pace_rate, claim.pace_rate_at, now.timestamp(),
+                                   self.rate_climb) if self.enabled else None)
+        return pace_rate.allowed(claim.rate_limit, paced)
 
 
 # ---------------------------------------------------------------- the pure rule
@@ -120,12 +136,16 @@ def open_transaction(connection: Connection) -> None:
 
 
 def after_attempt(connection: Connection, claim, *, status_code: int | None, error_kind,
-                  success: bool, service_cap: int, success_run: int) -> None:
+                  success: bool, service_cap: int, success_run: int, now: dt.datetime) -> None:
     """Move the subscription's limit after this attempt, in the caller's transaction:
-    down on a back-off answer, toward the cap on a success (only if it was lowered)."""
+    down on a back-off answer, toward the cap on a success (only if it was lowered). A
+    429 also sets the paced rate (pace_rate.py) from what the receiver accepted up to
+    ``now``."""
     params = {"pace_sub": claim.subscription_id, "pace_cap": service_cap}
     if asks_for_less(status_code, error_kind):
         seen = -1 if claim.in_flight_limit is None else claim.in_flight_limit
         connection.execute(_LOWER, dict(params, pace_seen=seen))
+        if status_code in pace_rate.RATE_CODES:
+            pace_rate.lower(connection, claim.subscription_id, now)
     elif success and claim.in_flight_limit is not None:
         connection.execute(_RAISE, dict(params, pace_run=success_run))

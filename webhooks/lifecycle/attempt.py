@@ -169,17 +169,19 @@ def _claim_batch(items) -> list[Claim | None]:
 
 
 def _admit(engine, claimed: Claim, settings: Settings) -> Claim | pacing.Paced:
-    """Let the claim through the subscription's rate limit (pacing.py), if it has one. The
+    """Let the claim through the rate in force (pacing.py): its subscription's rate limit,
+    or the adaptive pace's rate (pace_rate.py), if it has either. The
     claim has committed before the rate limit's check runs; if that check fails, the sweep
     takes the claim back."""
-    if not pacing.limited(claimed):
+    now, pace = clock.now(), adaptive_pace.Pace.of(settings)
+    if not pacing.limited(claimed, now, pace):
         return claimed  # no round trip
-    now = clock.now()
     return _in_transaction(
         engine,
         lambda connection: pacing.admit(
             connection, claimed, now, rules_of(settings),
-            countdown_room=lambda: _budget(settings.countdown_max).take(connection, now)),
+            countdown_room=lambda: _budget(settings.countdown_max).take(connection, now),
+            pace=pace),
         f"pacing delivery {claimed.delivery_id}")
 
 

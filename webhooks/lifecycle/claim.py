@@ -18,7 +18,7 @@ attempt or the sweep releases (record.py, sweep.py). As nothing is ever
 claimed and then given back (but by the rate limit), the claim commits as
 it returns, in its one round trip. It loads the secret that signs at the
 moment of the claim (rotation.py) with a staged one and the signature scheme,
-and what the rate limit needs (pacing.py).
+and what the rate limit and the paced rate need (pacing.py, pace_rate.py).
 """
 
 from __future__ import annotations
@@ -68,6 +68,8 @@ class Claim:
     ordering_key: str | None = None  # its ordering key (ordering.py), and its place in it
     key_sequence: int | None = None
     in_flight_limit: int | None = None  # the adaptive pace's current limit, if lowered
+    pace_rate: float | None = None  # the adaptive pace's rate as set (pace_rate.py), attempts/s
+    pace_rate_at: float | None = None  # when it was set, unix seconds (it climbs from then)
     signature_scheme: str = "service"  # tenants/schemes.py
     staged_secret: str | None = None  # a staged rotation's next secret (signs too: standard)
     # The subscription's stored values (None: null) of the options declared ``claimed``
@@ -151,7 +153,8 @@ _TAKE = transitions.take_for_attempt(deliveries.c.id == bindparam("d_id"), *_CLA
 _NOW = bindparam("now", type_=UTCDateTime)
 _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
-           subscriptions.c.rate_limit, subscriptions.c.in_flight_limit,
+           subscriptions.c.rate_limit, subscriptions.c.pace_rate, subscriptions.c.pace_rate_at,
+           subscriptions.c.in_flight_limit,
            subscriptions.c.signature_scheme,
            staged_secret(subscriptions, _NOW).label("staged_secret"),
            *(subscriptions.c[name] for name in CLAIMED))
@@ -209,6 +212,7 @@ def _claimed(delivery_id: str, attempt_count: int, row) -> Claim:
                  subscription_id=loaded["subscription_id"], url=loaded["url"],
                  secret=loaded["secret"], body=bytes(loaded["body"]), version=loaded["version"],
                  headers=loaded["headers"] or {}, rate_limit=loaded["rate_limit"],
+                 pace_rate=loaded["pace_rate"], pace_rate_at=loaded["pace_rate_at"],
                  paced=bool(loaded["paced"]), ordering_key=loaded["ordering_key"],
                  key_sequence=loaded["key_sequence"], in_flight_limit=loaded["in_flight_limit"],
                  signature_scheme=loaded["signature_scheme"] or "service",

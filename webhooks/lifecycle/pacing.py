@@ -1,4 +1,8 @@
-"""A subscription's rate limit: at most ``rate_limit`` attempts per second, across all workers.
+"""A subscription's rate: at most so many attempts per second, across all workers.
+
+The rate in force is the subscription's ``rate_limit``, or the adaptive pace's
+rate when that is lower (pace_rate.py, ``Pace.rate_now``); slots are spaced by
+the rate in force when each is taken.
 
 The subscription's row holds the limit's next free slot (``rate_next_slot``,
 unix seconds). Each claimed attempt of a limited subscription takes the next
@@ -12,8 +16,9 @@ backlog of N deliveries therefore costs N claims plus N, not N².
 Waiting is not an attempt: the attempt count is restored, nothing is
 recorded, the subscription's failure counter does not move, and no worker
 thread is held (a countdown message carries a short wait, the sweep a long
-one: ``policy.carrier``). With no limit set this costs nothing beyond
-reading the subscription's ``rate_limit`` in the claim.
+one: ``policy.carrier``; the sweep sends a parked one a countdown to its slot
+once it is near). With no rate in force this costs nothing beyond reading
+the subscription's ``rate_limit`` and paced rate in the claim.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from sqlalchemy.engine import Connection
 
 from webhooks.broker.outbox import Dispatch
 from webhooks.lifecycle import policy, transitions
+from webhooks.lifecycle.adaptive_pace import Pace
 from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.states import DeliveryStatus
 from webhooks.storage.models import Delivery, Subscription
@@ -38,13 +44,14 @@ SLOT_TOLERANCE_S = 0.005
 
 _subscriptions, _deliveries = Subscription.__table__, Delivery.__table__
 _NOW_S = bindparam("now_s", type_=Float)
+_RATE = bindparam("rate", type_=Float)
 _TAKE_SLOT = (
     update(_subscriptions)
-    .where(_subscriptions.c.id == bindparam("sub_id"), _subscriptions.c.rate_limit.is_not(None))
+    .where(_subscriptions.c.id == bindparam("sub_id"))
     .values(rate_next_slot=case((_subscriptions.c.rate_next_slot > _NOW_S,
                                  _subscriptions.c.rate_next_slot), else_=_NOW_S)
-            + literal(1.0) / _subscriptions.c.rate_limit)
-    .returning(_subscriptions.c.rate_next_slot, _subscriptions.c.rate_limit)
+            + literal(1.0) / _RATE)
+    .returning(_subscriptions.c.rate_next_slot)
 )
 _SENDING = DeliveryStatus.SENDING.value
 
@@ -59,23 +66,27 @@ class Paced:
     dispatch: Dispatch | None
 
 
-def limited(claim: Claim) -> bool:
-    """True if the claim's attempt must take a slot of its subscription's rate limit (it has
-    one, and the claim holds no slot yet)."""
-    return claim.rate_limit is not None and not claim.paced
+def limited(claim: Claim, now: dt.datetime, pace: Pace = Pace()) -> bool:
+    """True if the claim's attempt must take a slot of a rate (it has one in force at
+    ``now``: its rate limit, or the adaptive pace's rate, ``Pace.rate_now``), and the
+    claim holds no slot yet."""
+    return not claim.paced and pace.rate_now(claim, now) is not None
 
 
 def admit(connection: Connection, claim: Claim, now: dt.datetime, rules: policy.Rules,
-          countdown_room: Callable[[], bool] = lambda: True) -> Claim | Paced:
+          countdown_room: Callable[[], bool] = lambda: True, pace: Pace = Pace()) -> Claim | Paced:
     """``claim`` if its attempt may go now; otherwise give the claim back until its slot
-    (in the claim's transaction) and return what carries it there."""
-    if not limited(claim):
+    (in the claim's transaction) and return what carries it there. The slots are spaced
+    by the rate in force when each is taken (``pace.rate_now``)."""
+    rate = None if claim.paced else pace.rate_now(claim, now)
+    if rate is None:
         return claim
     taken = connection.execute(
-        _TAKE_SLOT, {"sub_id": claim.subscription_id, "now_s": now.timestamp()}).first()
-    if taken is None:  # the limit was lifted since the claim read it
+        _TAKE_SLOT, {"sub_id": claim.subscription_id, "now_s": now.timestamp(), "rate": rate}
+    ).first()
+    if taken is None:  # the subscription is gone
         return claim
-    next_slot, rate = taken
+    next_slot = taken[0]
     wait = next_slot - 1.0 / rate - now.timestamp()
     if wait <= SLOT_TOLERANCE_S:
         return claim

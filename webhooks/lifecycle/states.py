@@ -26,7 +26,9 @@ behind its key     true      null                 its key's predecessor, finishe
                                                   (:func:`waiting_for_predecessor`;
                                                   ``behind_key`` true, ordering.py)
 paced (flag)       either    its slot             as above; ``paced`` true
-                                                  (:func:`paced_until`)
+                                                  (:func:`paced_until`; parked, the sweep
+                                                  sends it a countdown to its slot once it
+                                                  is near: :func:`rides_to_its_slot`)
 =================  ========  ===================  =====================================
 
 A claimed delivery (``sending``, :func:`claimed`) and a held one (``paused``,
@@ -47,7 +49,7 @@ __all__ = [
     "DeliveryStatus", "SubscriptionStatus", "PauseReason", "PUBLIC_STATUSES", "STORED_STATUSES", "REPLAYABLE",
     "FINISHED", "UNPAUSABLE_TYPE", "held_by_pause", "held_while", "public_status",
     "due", "riding_countdown", "parked", "waiting", "made_due", "parked_until",
-    "waiting_for_slot", "paced_until", "claimed", "held", "behind_its_key",
+    "waiting_for_slot", "paced_until", "rides_to_its_slot", "claimed", "held", "behind_its_key",
     "waiting_for_predecessor",
 ]
 
@@ -171,6 +173,12 @@ def waiting_for_predecessor() -> dict:
 def paced_until(slot, *, parked: bool) -> dict:
     """Holding its rate-limit slot at ``slot``: parked for the sweep, or riding a countdown."""
     return {"next_attempt_at": slot, "parked": parked, "paced": True}
+
+
+def rides_to_its_slot() -> dict:
+    """A parked, paced delivery whose slot is near now rides a countdown message to it
+    (the sweep's top-up): its time stays its slot."""
+    return {"parked": false()}
 
 
 def claimed(now) -> dict:

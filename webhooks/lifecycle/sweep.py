@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import exists, func, or_, select
+from sqlalchemy import exists, func, or_, select, true
 from sqlalchemy.orm import Session, aliased
 
 from webhooks.broker.outbox import Dispatch, publish_now
@@ -51,6 +51,8 @@ def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None
             recover_after=settings.recover_after,
             batch=settings.sweep_batch,
             max_in_flight=settings.max_in_flight,
+            # Two intervals: a paced delivery still rides to its slot when one sweep is late.
+            lookahead=2 * settings.sweep_interval,
         )
         # In the same transaction (no commit of its own): it writes only rows no one else
         # does, those of backends that have gone, and row 0, which only a fold writes.
@@ -70,13 +72,16 @@ def _take(session: Session, candidates, values: dict, *conditions) -> list[Dispa
 
 def sweep(
     session: Session, now: dt.datetime, *, timeout: float, recover_after: float, batch: int,
-    max_in_flight: int = 0,
+    max_in_flight: int = 0, lookahead: float = 0.0,
 ) -> list[Dispatch]:
     """Find what needs a broker message now; return it for publishing after commit.
 
     1. Claims whose worker died: sending for longer than the attempt time-out
        plus ``recover_after`` seconds go back to pending, count restored.
-    2. Parked deliveries that are due.
+    2. Parked deliveries that are due; and paced ones (holding a rate's slot,
+       pacing.py) whose slot comes within ``lookahead`` seconds (the sweep's
+       interval), each on a countdown to its slot: sent all at once by the
+       sweep, a rate's deliveries would reach the receiver in bursts.
     3. Pending deliveries overdue by ``recover_after`` seconds: their message
        was lost (a flushed broker, a failed publish); next_attempt_at moves to
        now so each is re-published at most once per ``recover_after``.
@@ -106,6 +111,8 @@ def sweep(
     dispatches += _take(
         session, select(Delivery.id).where(*parked_due).limit(batch), made_due, *parked_due
     )
+    if lookahead > 0:
+        dispatches += _ride_to_slots(session, now, lookahead, batch)
     lost = (due(_deliveries, lost_before),)
     dispatches += _take(session, select(Delivery.id).where(*lost).limit(batch), made_due, *lost)
     orphaned = (
@@ -125,6 +132,19 @@ def sweep(
                    for d_id, count in transitions.release_behind_key(session, behind, now)] if behind else []
     settle_due(session, now, batch)
     return dispatches
+
+
+def _ride_to_slots(session: Session, now: dt.datetime, lookahead: float,
+                   batch: int) -> list[Dispatch]:
+    """Parked paced deliveries whose slot comes within ``lookahead`` seconds, each on a
+    countdown message to its slot."""
+    near = (parked(_deliveries), Delivery.paced == true(),
+            Delivery.next_attempt_at <= now + dt.timedelta(seconds=lookahead))
+    ids = [row[0] for row in session.execute(select(Delivery.id).where(*near).limit(batch))]
+    if not ids:
+        return []
+    return [Dispatch(d_id, count, max(0.0, (slot - now).total_seconds()))
+            for d_id, count, slot in transitions.ride_to_slots(session, ids, *near)]
 
 
 def _forgotten_waiting(per_subscription: int, batch: int):

@@ -185,6 +185,18 @@ def take_swept(session: Session, ids: list[str], values: dict, *conditions) -> l
     return [(delivery_id, count) for delivery_id, count in rows]
 
 
+def ride_to_slots(session: Session, ids: list[str], *conditions) -> list[tuple[str, int, dt.datetime]]:
+    """Unpark the paced rows ``ids`` (re-checking ``conditions``) to ride a countdown to their
+    slot (states.rides_to_its_slot); returns their (id, attempt_count, slot)."""
+    rows = session.execute(
+        update(deliveries)
+        .where(deliveries.c.id.in_(ids), *conditions)
+        .values(**states.rides_to_its_slot())
+        .returning(deliveries.c.id, deliveries.c.attempt_count, deliveries.c.next_attempt_at)
+    )
+    return [(delivery_id, count, slot) for delivery_id, count, slot in rows]
+
+
 # ------------------------------------------------------------------ the broker
 
 def park(session: Session, delivery_ids: list[str], now: dt.datetime) -> None:

@@ -133,6 +133,11 @@ class Subscription(Base):
     in_flight_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
     # Successes since the current limit last moved (the run that raises it by one).
     pace_successes: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # The adaptive pace's rate (pace_rate.py): attempts/s set from what the receiver
+    # accepted when it last answered 429 or 503, at pace_rate_at (unix seconds), climbing
+    # from then on; None: never set.
+    pace_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    pace_rate_at: Mapped[float | None] = mapped_column(Float, nullable=True)
 
     def wants(self, event_type: str) -> bool:
         """True when this subscription receives events of ``event_type``."""

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from webhooks.config import Settings
-from webhooks.lifecycle.adaptive_pace import current_limit
+from webhooks.lifecycle.adaptive_pace import Pace, current_limit
 from webhooks.storage.models import Subscription
 from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES
 
@@ -93,6 +93,13 @@ class Option:
     value: Callable[[Subscription, Settings], object] | None = None
 
 
+def _rate_now(subscription: Subscription, settings: Settings) -> float | None:
+    """The attempts per second that apply now (the adaptive pace's rate, if lower)."""
+    from webhooks.storage import clock  # the database's clock, which set the paced rate
+
+    return Pace.of(settings).rate_now(subscription, clock.now())
+
+
 def _in_flight_now(subscription: Subscription, settings: Settings) -> int | None:
     """The limit on attempts in flight that applies now (the adaptive pace's, if lower)."""
     return current_limit(subscription.in_flight_limit, subscription.max_in_flight,
@@ -130,6 +137,15 @@ OPTIONS: tuple[Option, ...] = (
                             "limit. Deliveries over the limit wait their turn: not a failure, "
                             "nothing is dropped."),
         fact=Fact("Rate limit", "at most {value:g} attempts per second; the rest wait their turn"),
+    ),
+    Option(
+        "current_rate_limit", Kind.NUMBER, editable=False, value=_rate_now,
+        shown_description="the attempts per second the service lets through now: "
+                          "`rate_limit`, or lower while the adaptive pace follows an endpoint "
+                          "that answered 429 (a rate set just under what it accepted, "
+                          "climbing WEBHOOKS_PACE_RATE_CLIMB percent per second); null: no "
+                          "limit. Read-only",
+        fact=Fact("Rate now", "{value:.3g} attempts per second"),
     ),
     Option(
         "signature_scheme", Kind.CHOICE, choices=SCHEMES, default=DEFAULT_SCHEME,
