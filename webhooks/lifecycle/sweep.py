@@ -79,8 +79,8 @@ def sweep(
     1. Claims whose worker died: sending for longer than the attempt time-out
        plus ``recover_after`` seconds go back to pending, count restored.
     2. Parked deliveries that are due; and paced ones (holding a rate's slot,
-       pacing.py) whose slot comes within ``lookahead`` seconds (the sweep's
-       interval), each on a countdown to its slot: sent all at once by the
+       pacing.py) whose slot comes within ``lookahead`` seconds (two of the
+       sweep's intervals), each on a countdown to its slot: sent all at once by the
        sweep, a rate's deliveries would reach the receiver in bursts.
     3. Pending deliveries overdue by ``recover_after`` seconds: their message
        was lost (a flushed broker, a failed publish); next_attempt_at moves to
