@@ -11,12 +11,13 @@ claimed twice. Reported: deliveries per second of each drain (first arrival
 to last) and their ratio (target: keyed >= 0.8 x unkeyed), and whether every
 key arrived in order.
 
-Then the latency leg: whether a key whose head keeps failing slows anything
-else (it should not: its successors wait without a message, and the head's
-retries are ordinary ones). One service worker (the scenario pool) runs with
-a ladder of one-second retries (``WEBHOOKS_RETRY_DELAYS`` = 1,1,..., the
-pause rule off) and unkeyed events are emitted at half the paced rate
-(latency.py's rate) to one subscription for ``latency_seconds``, measured
+Then the latency leg, ``--repeats`` runs: whether a key whose head keeps
+failing slows anything else (it should not: its successors wait without a
+message, and the head's retries are ordinary ones). Per run one service
+worker (the scenario pool) runs with a ladder of one-second retries
+(``WEBHOOKS_RETRY_DELAYS`` = 1,1,..., the pause rule off) and unkeyed events
+are emitted at half the paced rate (latency.py's rate, as isolation.py's
+healthy subscription) to one subscription for ``latency_seconds``, measured
 emit -> arrival as latency.py measures it: first alone, then again to a
 fresh subscription while another account's subscription, whose endpoint
 answers 500, has one key whose head keeps failing and as many keyed events
@@ -38,6 +39,7 @@ from . import Row
 from .common import fmt, warm_up
 from .drain import drain_figures, drain_timeout, wait_for_unique
 from .latency import figures as latency_figures, latencies
+from ..stats import summarise_all
 
 PATH = "/ordered"
 ALONE_PATH, BESIDE_PATH, FAILING_PATH = "/ordered-alone", "/ordered-beside", "/ordered-failing"
@@ -124,8 +126,14 @@ def _unkeyed_latency(ctx: Context, healthy: seed.Target, failing: seed.Target | 
     return latency_figures(seconds, missing, run)
 
 
+LATENCY_KEYS = ["alone_p50_ms", "alone_p99_ms", "beside_p50_ms", "beside_p99_ms",
+                "p50_ratio", "p99_ratio", "alone_missing", "beside_missing", "failing_attempts",
+                "failing_deliveries_attempted"]
+
+
 def measure_latency(ctx: Context, rate: float) -> dict:
-    """The latency leg: unkeyed p50/p99 alone, then beside a key whose head keeps failing."""
+    """One run of the latency leg: unkeyed p50/p99 alone, then beside a key whose head
+    keeps failing (LATENCY_KEYS)."""
     from webhooks import emit_event
     from webhooks.events.samples import sample_data
 
@@ -143,16 +151,23 @@ def measure_latency(ctx: Context, rate: float) -> dict:
         beside = _unkeyed_latency(
             ctx, seed.make_target(ctx.receiver.url(BESIDE_PATH), "ordering-beside"), failing,
             rate)
-        beside["failing_attempts"] = ctx.receiver.count(FAILING_PATH)
-        beside["failing_deliveries_attempted"] = len(
-            {arrival.delivery_id for arrival in ctx.receiver.records(FAILING_PATH)})
+        failing_records = ctx.receiver.records(FAILING_PATH)
     finally:
         ctx.stop(worker)
-    ratios = {f"{p}_ratio": (beside[f"{p}_ms"] / alone[f"{p}_ms"]
-                             if beside[f"{p}_ms"] and alone[f"{p}_ms"] else None)
-              for p in ("p50", "p99")}
-    return {"rate_per_s": rate, "seconds": ctx.sizes.latency_seconds, "alone": alone,
-            "beside_failing_key": beside, **ratios}
+    return compare(alone, beside, failing_records)
+
+
+def compare(alone: dict, beside: dict, failing_records) -> dict:
+    """One run's LATENCY_KEYS from the two phases' latency figures (latency.figures) and
+    the failing endpoint's arrivals."""
+    out = {f"{leg}_{key}": figures[key] for leg, figures in (("alone", alone), ("beside", beside))
+           for key in ("p50_ms", "p99_ms", "missing")}
+    for p in ("p50", "p99"):
+        a, b = out[f"alone_{p}_ms"], out[f"beside_{p}_ms"]
+        out[f"{p}_ratio"] = b / a if a and b else None
+    out["failing_attempts"] = len(failing_records)
+    out["failing_deliveries_attempted"] = len({r.delivery_id for r in failing_records})
+    return out
 
 
 def run(ctx: Context) -> dict:
@@ -164,17 +179,25 @@ def run(ctx: Context) -> dict:
     print(f"  ordering: unkeyed {fmt(plain['rate_per_s'])}/s, keyed over {keys} keys "
           f"{fmt(keyed['rate_per_s'])}/s ({fmt(ratio, '.2f')} x; in order: {keyed['in_order']})",
           flush=True)
+    # Half the paced rate, as isolation.py's healthy subscription: the other half is the
+    # stuck key's events in the second phase.
     rate, source = ctx.paced_rate()
-    latency = measure_latency(ctx, rate / 2)
-    alone, beside = latency["alone"], latency["beside_failing_key"]
-    print(f"  ordering latency at {rate / 2:.0f}/s unkeyed: p50 {fmt(alone['p50_ms'])} -> "
-          f"{fmt(beside['p50_ms'])} ms, p99 {fmt(alone['p99_ms'])} -> {fmt(beside['p99_ms'])} ms "
-          f"beside a failing key ({fmt(latency['p99_ratio'], '.2f')} x; the failing endpoint got "
-          f"{beside['failing_attempts']} attempts of {beside['failing_deliveries_attempted']} "
-          f"deliveries)", flush=True)
+    runs = []
+    for repeat in range(ctx.options.repeats):
+        runs.append(measure_latency(ctx, rate / 2))
+        r = runs[-1]
+        print(f"  ordering latency run {repeat + 1} at {rate / 2:.0f}/s unkeyed: p50 "
+              f"{fmt(r['alone_p50_ms'])} -> {fmt(r['beside_p50_ms'])} ms, p99 "
+              f"{fmt(r['alone_p99_ms'])} -> {fmt(r['beside_p99_ms'])} ms beside a failing key "
+              f"({fmt(r['p99_ratio'], '.2f')} x; the failing endpoint got "
+              f"{r['failing_attempts']} attempts of {r['failing_deliveries_attempted']} "
+              f"deliveries)", flush=True)
     result = {"deliveries": ctx.sizes.ordering_deliveries, "keys": keys,
               "pool": ctx.options.scenario_pool.label, "plain": plain, "keyed": keyed,
-              "ratio": ratio, "latency": {**latency, "rate_source": source}}
+              "ratio": ratio,
+              "latency": {"rate_per_s": rate / 2, "rate_source": source,
+                          "seconds": ctx.sizes.latency_seconds,
+                          **summarise_all(runs, LATENCY_KEYS)}}
     ctx.results["ordering"] = result
     return result
 
@@ -194,12 +217,11 @@ def _latency_rows(r: dict | None) -> list[Row]:
     if not r:
         return []
     at, beside = f"at {r['rate_per_s']:.0f}/s", "beside a failing key"
-    alone, failing = r["alone"], r["beside_failing_key"]
-    return [Row("ordering", f"unkeyed p50 {at} alone", alone["p50_ms"], "ms"),
-            Row("ordering", f"unkeyed p99 {at} alone", alone["p99_ms"], "ms"),
-            Row("ordering", f"unkeyed p50 {at} {beside}", failing["p50_ms"], "ms"),
-            Row("ordering", f"unkeyed p99 {at} {beside}", failing["p99_ms"], "ms"),
+    return [Row("ordering", f"unkeyed p50 {at} alone", r["alone_p50_ms"], "ms"),
+            Row("ordering", f"unkeyed p99 {at} alone", r["alone_p99_ms"], "ms"),
+            Row("ordering", f"unkeyed p50 {at} {beside}", r["beside_p50_ms"], "ms"),
+            Row("ordering", f"unkeyed p99 {at} {beside}", r["beside_p99_ms"], "ms"),
             Row("ordering", f"unkeyed p50 {beside} / alone", r["p50_ratio"], "x"),
             Row("ordering", f"unkeyed p99 {beside} / alone", r["p99_ratio"], "x", "~ 1"),
             Row("ordering", "failing key: deliveries attempted",
-                failing["failing_deliveries_attempted"], "", "1")]
+                r["failing_deliveries_attempted"], "", "1")]
