@@ -137,3 +137,18 @@ def test_the_ordering_scenario_checks_each_key_s_order():
         return [Arrival(float(t), "/ordered", d, "-", 1) for t, d in enumerate(order)]
     assert _in_order(at("a0", "b0", "b1", "a1"), ids, 2)
     assert not _in_order(at("a1", "a0", "b0", "b1"), ids, 2)
+
+
+def test_the_ordering_latency_leg_compares_the_phases_and_counts_the_stuck_key_s_deliveries():
+    from benchmarks.receiver import Arrival
+    from benchmarks.scenarios.ordering import LATENCY_KEYS, compare
+
+    alone = {"p50_ms": 10.0, "p99_ms": 20.0, "missing": 0}
+    beside = {"p50_ms": 12.0, "p99_ms": 50.0, "missing": 1}
+    head_retried = [Arrival(float(t), "/ordered-failing", "head", "-", t + 1) for t in range(3)]
+    run = compare(alone, beside, head_retried + [Arrival(9.0, "/ordered-failing", "next", "-", 1)])
+    assert set(run) == set(LATENCY_KEYS)
+    assert run["p50_ratio"] == pytest.approx(1.2) and run["p99_ratio"] == pytest.approx(2.5)
+    assert (run["beside_missing"], run["failing_attempts"]) == (1, 4)
+    assert run["failing_deliveries_attempted"] == 2  # the key's second was sent: out of order
+    assert compare(alone, {**beside, "p99_ms": None}, [])["p99_ratio"] is None

@@ -73,12 +73,24 @@ def test_emit_with_an_ordering_key_stores_it_and_refuses_a_bad_one(folder):
 
     account = json.loads(run("accounts", "create", "Acme", cwd=folder).stdout)
     data = json.dumps(sample_data("email.sent"))
-    good = run("emit", account["id"], "email.sent", "--data", data, "--ordering-key", "order-9",
-               cwd=folder)
-    assert good.returncode == 0, good.stderr
-    with sqlite3.connect(folder / "webhooks-data" / "webhooks.db") as database:
-        keys = database.execute("SELECT ordering_key, last_sequence FROM ordering_keys").fetchall()
-    assert keys == [("order-9", 1)]  # the event took the key's first number
+
+    def emitted_keys():
+        good = run("emit", account["id"], "email.sent", "--data", data,
+                   "--ordering-key", "order-9", cwd=folder)
+        assert good.returncode == 0, good.stderr
+        with sqlite3.connect(folder / "webhooks-data" / "webhooks.db") as database:
+            return database.execute(
+                "SELECT ordering_key, last_sequence FROM ordering_keys").fetchall()
+
+    assert emitted_keys() == []  # no subscription: no delivery to order, no number taken
+    # A subscription, made in the folder's own database (the CLI has no command for it).
+    subprocess.run(
+        [sys.executable, "-c", "import sys; from tests.factories import make_subscription; "
+         "make_subscription(sys.argv[1], 'https://example.com/hook')", account["id"]],
+        cwd=folder, check=True, timeout=60,
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")},
+             "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))})
+    assert emitted_keys() == [("order-9", 1)]  # the event took the key's first number
     bad = run("emit", account["id"], "email.sent", "--data", data, "--ordering-key", "x" * 201,
               cwd=folder)
     assert bad.returncode == 2 and "--ordering-key" in bad.stderr and "200" in bad.stderr

@@ -16,7 +16,8 @@ from sqlalchemy import func, insert, select
 from tests.factories import make_account, make_subscription
 from webhooks.storage import retention
 from webhooks.storage.db import get_engine, session_scope
-from webhooks.storage.models import Attempt, AttemptHour, Delivery, Event, new_id, utcnow
+from webhooks.storage.models import (Attempt, AttemptHour, Delivery, Event, OrderingKey, new_id,
+                                      utcnow)
 from webhooks.storage.rollup import count_attempt, floor_hour
 
 NOW = dt.datetime(2026, 9, 1, 12, 30, tzinfo=dt.timezone.utc)
@@ -268,3 +269,94 @@ def test_a_worker_started_for_the_delivery_queue_alone_still_runs_the_purge(db, 
     finally:
         worker.stop()
     assert exists(Delivery, kept)
+
+
+# ---- ordering keys (lifecycle/ordering.py): a key's row goes once nothing unfinished needs it
+
+@pytest.fixture
+def two_subscriptions(any_db, published):
+    account_id, _ = make_account()
+    return account_id, [make_subscription(account_id, f"https://example.com/{name}").id
+                        for name in ("a", "b")]
+
+
+def emit_keyed(account_id: str, key: str) -> list[str]:
+    """One event with ``key``; its deliveries' ids, one per subscription, in their order."""
+    from webhooks.emit import emit_event
+    from webhooks.events.samples import sample_data
+
+    ids = emit_event(account_id, "email.sent", sample_data("email.sent"), ordering_key=key).delivery_ids
+    with session_scope() as session:
+        by_subscription = {d.subscription_id: d.id for d in session.scalars(
+            select(Delivery).where(Delivery.id.in_(ids)))}
+    return [by_subscription[s] for s in sorted(by_subscription)]
+
+
+def settle(ids: list[str], status: str, created_at: dt.datetime = OLD) -> None:
+    """Make these deliveries ``status``, created at ``created_at`` (the test's clock)."""
+    with session_scope() as session:
+        session.execute(Delivery.__table__.update().where(Delivery.id.in_(ids)).values(
+            status=status, created_at=created_at, updated_at=created_at))
+
+
+def key_rows(account_id: str) -> dict[str, int]:
+    with session_scope() as session:
+        return dict(session.execute(select(OrderingKey.ordering_key, OrderingKey.last_sequence)
+                                    .where(OrderingKey.account_id == account_id)).all())
+
+
+def claimable(delivery_id: str) -> bool:
+    from webhooks.lifecycle.claim import claim
+
+    with get_engine().begin() as connection:
+        return claim(connection, delivery_id, 0, utcnow()) is not None
+
+
+def test_a_key_row_goes_with_its_old_deliveries_only_once_none_of_the_key_is_unfinished(
+        two_subscriptions):
+    account_id, _ = two_subscriptions
+    settle(emit_keyed(account_id, "idle"), "done")  # 1: old, finished on both subscriptions
+    settle(emit_keyed(account_id, "live"), "dead")  # 1: old, finished
+    on_a, on_b = emit_keyed(account_id, "live")  # 2: finished on a, still pending on b
+    settle([on_a], "done", RECENT)
+    settle(emit_keyed(account_id, "recent"), "done", RECENT)  # nothing old to purge
+    assert key_rows(account_id) == {"idle": 1, "live": 2, "recent": 1}
+
+    purged = purge()
+    assert purged.deliveries == 4 and purged.ordering_keys == 1
+    # "live" keeps its numbers while its delivery on b is unfinished.
+    assert key_rows(account_id) == {"live": 2, "recent": 1}
+
+    # The next event of the purged key starts again at 1, ahead of nothing; the one
+    # after it waits for it, on each subscription.
+    first, second = emit_keyed(account_id, "idle"), emit_keyed(account_id, "idle")
+    assert key_rows(account_id)["idle"] == 2
+    assert [claimable(d) for d in second] == [False, False]
+    assert [claimable(d) for d in first] == [True, True]
+    # The kept key goes on from 2: its new event on b waits for the pending one before it.
+    later_a, later_b = emit_keyed(account_id, "live")
+    assert key_rows(account_id)["live"] == 3
+    assert claimable(later_a) and not claimable(later_b)
+    assert claimable(on_b)
+
+
+def test_a_key_row_stays_while_its_last_unfinished_delivery_is_old(two_subscriptions):
+    account_id, _ = two_subscriptions
+    settle(emit_keyed(account_id, "slow")[:1], "done")  # b's delivery: old but pending
+    purged = purge()
+    assert purged.deliveries == 1 and purged.ordering_keys == 0
+    assert key_rows(account_id) == {"slow": 1}
+
+
+def test_a_purge_keeps_the_row_of_a_key_that_an_emit_holds(db, published):
+    from webhooks.lifecycle import ordering
+
+    account_id, _ = make_account()
+    make_subscription(account_id, "https://example.com/hook")
+    old = emit_keyed(account_id, "busy")
+    settle(old, "done")
+    with get_engine().begin() as emitting:  # an emit of the key, not yet committed
+        assert ordering.next_sequence(emitting, account_id, "busy") == 2
+        purged = purge()  # does not wait for the emitter's row lock: it skips the row
+    assert purged.deliveries == 1 and purged.ordering_keys == 0
+    assert key_rows(account_id) == {"busy": 2}

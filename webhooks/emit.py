@@ -170,8 +170,10 @@ def _store(
     if not inserted:
         return _existing(connection, account_id, idempotency_key), []
     # The event's place among the account's events with its key (ordering.py): taken
-    # after the event is known to be new, and locked until this transaction ends.
-    key_sequence = (None if ordering_key is None
+    # after the event is known to be new, and locked until this transaction ends. An
+    # event that no subscription takes has nothing to order: it takes no number, and
+    # leaves no key row that retention (which finds keys through deliveries) would keep.
+    key_sequence = (None if ordering_key is None or not targets
                     else ordering.next_sequence(connection, account_id, ordering_key))
     rows = []
     for subscription_id, status, has_waiting in targets:

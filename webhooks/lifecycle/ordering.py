@@ -21,23 +21,32 @@ predecessor finished). No lock is held while a POST is in flight.
 Deliveries without a key, and those of other keys, are never held back. A
 replay has no key (changes.replay_row), so it is never held back either,
 and holds nothing back.
+
+A key's row matters only while a delivery of the key is unfinished: the
+claim and the record compare numbers among unfinished deliveries alone, and
+a finished delivery never becomes unfinished again. So retention removes the
+row of a key whose deliveries it purges once none of the key's deliveries is
+unfinished (:func:`forget_idle_keys`), and the key's next event starts again
+at 1, ahead of nothing. An event whose type no subscription takes has no
+delivery to order, and takes no number (emit.py).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import BigInteger, String, and_, bindparam, exists, literal_column, or_, select
+from sqlalchemy import BigInteger, String, and_, bindparam, delete, exists, literal_column, or_, select
 from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle import states, transitions
 from webhooks.storage.backends import backend_of
-from webhooks.storage.models import Delivery, OrderingKey
+from webhooks.storage.models import Delivery, OrderingKey, Subscription
 
 __all__ = ["next_sequence", "clear_of_predecessors", "release_successor",
-           "forgotten_behind_key", "UNFINISHED"]
+           "forgotten_behind_key", "forget_idle_keys", "UNFINISHED"]
 
 deliveries, ordering_keys = Delivery.__table__, OrderingKey.__table__
+subscriptions = Subscription.__table__
 # Spelled as literals (not bound values) so that the planner matches the predicate of
 # the partial index ix_deliveries_ordering even in a generic plan.
 UNFINISHED = tuple(literal_column(f"'{status}'") for status in ("pending", "sending", "paused"))
@@ -103,3 +112,38 @@ def forgotten_behind_key(batch: int):
     return (select(deliveries.c.id)
             .where(states.behind_its_key(deliveries), clear_of_predecessors(deliveries))
             .limit(batch))
+
+
+def forget_idle_keys(connection: Connection, account_id: str, keys: list[str]) -> int:
+    """Delete the account's rows of these ``keys`` (at most a retention batch of them)
+    that no unfinished delivery needs; how many went. In the caller's transaction.
+
+    The rows are locked first (skipping those an emitter holds: it is using the key),
+    and the check for unfinished deliveries is a later statement, whose snapshot
+    therefore sees every emit that numbered the key before the lock was taken; an
+    emitter that comes after waits for this transaction, then starts the key again
+    at 1 (its upsert finds no row). Checked in one statement with the row lock, a
+    concurrent emit could commit between the check's snapshot and the lock, and its
+    unfinished delivery would lose its key's row.
+    """
+    if not keys:
+        return 0
+    locked = list(connection.scalars(backend_of(connection).skip_locked(
+        select(ordering_keys.c.ordering_key)
+        .where(ordering_keys.c.account_id == account_id,
+               ordering_keys.c.ordering_key.in_(sorted(keys)))
+        .order_by(ordering_keys.c.ordering_key))))
+    if not locked:
+        return 0
+    # Through the account's subscriptions, so that each probe is one look-up of the
+    # partial index ix_deliveries_ordering (subscription, key, ...).
+    unfinished = (select(deliveries.c.id)
+                  .join(subscriptions, subscriptions.c.id == deliveries.c.subscription_id)
+                  .where(subscriptions.c.account_id == account_id,
+                         deliveries.c.ordering_key == ordering_keys.c.ordering_key,
+                         _unfinished_keyed(deliveries))
+                  .exists())
+    return connection.execute(
+        delete(ordering_keys).where(ordering_keys.c.account_id == account_id,
+                                    ordering_keys.c.ordering_key.in_(locked), ~unfinished)
+    ).rowcount

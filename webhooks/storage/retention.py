@@ -7,6 +7,11 @@ deleted too, and so are the rollup's hours (``attempt_hours``) before the
 cut-off. ``pending``, ``sending`` and ``paused`` deliveries are never
 deleted, nor their events. ``0`` days keeps everything.
 
+An ordering key's row (its sequence, ``ordering_keys``) goes in the batch
+that deletes a delivery of the key, once no delivery of the key is
+unfinished (lifecycle/ordering.py, forget_idle_keys): a key still in use
+keeps its numbers, and a key's next event after that starts again at 1.
+
 A delivery that a kept delivery replays (``replay_of``) is kept while that
 replay exists: the link stays whole, and the original goes once its replay
 has gone (a later pass of the same purge when both are old).
@@ -36,7 +41,7 @@ from sqlalchemy import and_, delete, exists, or_, select, true, tuple_
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import aliased
 
-from webhooks.lifecycle import transitions
+from webhooks.lifecycle import ordering, transitions
 from webhooks.storage import scheduled_runs
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
@@ -58,6 +63,7 @@ class Purged:
     deliveries: int = 0
     attempts: int = 0
     attempt_hours: int = 0
+    ordering_keys: int = 0
 
     def add(self, other: "Purged") -> None:
         for field in fields(self):
@@ -65,7 +71,8 @@ class Purged:
 
     @property
     def rows(self) -> int:
-        return self.events + self.deliveries + self.attempts + self.attempt_hours
+        return (self.events + self.deliveries + self.attempts + self.attempt_hours
+                + self.ordering_keys)
 
     def report(self) -> dict[str, int]:
         """The CLI's answer (CONTRACT 8.2)."""
@@ -161,10 +168,11 @@ def _locked(statement, connection: Connection):
 
 def _delivery_batch(connection: Connection, account_id: str, status: str,
                     cutoff: dt.datetime, after, batch: int):
-    """Delete up to ``batch`` old deliveries in ``status``, their attempts and orphaned events."""
+    """Delete up to ``batch`` old deliveries in ``status``, their attempts, orphaned events
+    and the rows of their ordering keys that nothing unfinished needs."""
     replay = aliased(Delivery)
     candidates = _locked(
-        select(Delivery.id, Delivery.created_at)
+        select(Delivery.id, Delivery.created_at, Delivery.ordering_key)
         .where(Delivery.account_id == account_id, Delivery.status == status,
                Delivery.created_at < cutoff, _after(Delivery.created_at, Delivery.id, after),
                ~exists().where(replay.replay_of == Delivery.id))
@@ -183,8 +191,10 @@ def _delivery_batch(connection: Connection, account_id: str, status: str,
         delete(Event).where(Event.id.in_(event_ids),
                             ~exists().where(Delivery.event_id == Event.id))
     ).rowcount
+    keys = ordering.forget_idle_keys(
+        connection, account_id, list({row.ordering_key for row in rows if row.ordering_key}))
     replays = sum(1 for row in gone if row.replay_of is not None)
-    done = Purged(events=events, deliveries=len(gone), attempts=attempts)
+    done = Purged(events=events, deliveries=len(gone), attempts=attempts, ordering_keys=keys)
     # A short batch was the last (rows another purge holds are that purge's).
     return done, len(rows) == batch, (rows[-1].created_at, rows[-1].id), replays
 
@@ -262,7 +272,7 @@ def run_scheduled(engine: Engine, *, retention_days: int, batch: int, seconds: f
         purged = purge(engine, retention_days=retention_days, batch=batch,
                        deadline=started + seconds, rest=True)
     if purged.rows:
-        log.info("retention purged %d events, %d deliveries, %d attempts, %d rollup rows "
-                 "in %.2f s", purged.events, purged.deliveries, purged.attempts,
-                 purged.attempt_hours, time.monotonic() - started)
+        log.info("retention purged %d events, %d deliveries, %d attempts, %d rollup rows, "
+                 "%d ordering keys in %.2f s", purged.events, purged.deliveries, purged.attempts,
+                 purged.attempt_hours, purged.ordering_keys, time.monotonic() - started)
     return purged
