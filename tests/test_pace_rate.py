@@ -116,6 +116,17 @@ def test_the_429s_of_one_round_set_it_once_and_a_later_one_measures_again(subscr
     assert _row(subscription.id).pace_rate == pytest.approx(0.95 * 20 / 1.6, rel=0.01)
 
 
+def test_a_back_off_never_raises_the_rate_in_force(subscription):
+    now = utcnow()
+    with session_scope() as session:
+        session.execute(update(Subscription).where(Subscription.id == subscription.id)
+                        .values(pace_rate=10.0, pace_rate_at=now.timestamp() - 5))
+    # A burst across the receiver's window edge: 40 accepted within one second.
+    _attempts(subscription, now - dt.timedelta(seconds=0.5), [200] * 40)
+    _attempts(subscription, now, [429])
+    assert _row(subscription.id).pace_rate == pytest.approx(10.0 * (1 + 0.002 * 5))
+
+
 @pytest.mark.parametrize("status_code", [503, 500])
 def test_other_failures_leave_the_rate_alone(subscription, status_code):
     _attempts(subscription, utcnow(), [200, status_code])

@@ -12,7 +12,10 @@ bounds the rate:
   at least ``FLOOR_PER_S``; with no success in the window, to half the rate
   the attempts went at. At most once per ``ROUND_S`` (the 429s of one burst
   set it once), and it is measured, not compounded: a repeat sets it to what
-  the receiver takes, not lower each time.
+  the receiver takes, not lower each time. A back-off never raises the rate
+  in force, though: around the edge of a receiver's counting window a burst
+  is accepted at up to twice its rate, and a rate measured over that burst
+  would overshoot.
 - It climbs back ``WEBHOOKS_PACE_RATE_CLIMB`` percent of itself per second
   since it was set (``pace_rate_at``), computed when read: a success writes
   nothing. Once it has doubled, the paced rate no longer applies
@@ -104,10 +107,12 @@ _SET = (update(_subscriptions).where(_subscriptions.c.id == _SUB)
         .values(pace_rate=bindparam("pace_rate_new", type_=Float)))
 
 
-def lower(connection: Connection, subscription_id: str, now: dt.datetime) -> float | None:
+def lower(connection: Connection, subscription_id: str, now: dt.datetime,
+          in_force: float | None = None) -> float | None:
     """After a 429, in the record's transaction: set the subscription's paced rate
-    from what the receiver accepted lately (:func:`lowered_to`), unless another back-off
-    set it less than ``ROUND_S`` ago. The rate set, or None if this one did not move it."""
+    from what the receiver accepted lately (:func:`lowered_to`), at most ``in_force``
+    (the rate the attempt went under, if any), unless another back-off set it less
+    than ``ROUND_S`` ago. The rate set, or None if this one did not move it."""
     params = {"pace_sub": subscription_id, "pace_now_s": now.timestamp()}
     if connection.execute(_TAKE_ROUND, params).first() is None:
         return None
@@ -116,5 +121,7 @@ def lower(connection: Connection, subscription_id: str, now: dt.datetime) -> flo
         _RECENT, dict(params, pace_since=since)).one()
     span = (now - first).total_seconds() if first is not None else WINDOW_S
     rate = lowered_to(successes or 0, attempts or 0, span)
+    if in_force is not None:
+        rate = min(rate, in_force)
     connection.execute(_SET, dict(params, pace_rate_new=rate))
     return rate
