@@ -23,11 +23,15 @@ Why each setting is what it is (the README repeats this for operators):
   does not hold the purge back for hours. The sweep stays behind the
   deliveries on purpose: during a backlog, deliveries merely waiting in the
   queue look overdue, and a sweep run among them would send them all again.
+  A third, ``webhooks.countdown``, carries the deliver messages that wait a
+  countdown (retries, and deliveries waiting for a rate's slot): behind a
+  backlog of fresh deliveries they would arrive late, and a rate's slots
+  would then go out in one burst.
 """
 
 from kombu import Queue
 
-from webhooks.broker.celery_app import DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
+from webhooks.broker.celery_app import COUNTDOWN_QUEUE, DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
 from webhooks.broker.redis_transport import uses_this_transport
 from webhooks.broker.slots import SlotSchedule
 from webhooks.config import get_settings
@@ -48,7 +52,7 @@ accept_content = ["json"]
 task_default_queue = DELIVERY_QUEUE
 # A worker started without --queues takes both; one started with --queues webhooks
 # takes the maintenance queue too (worker/__init__.py).
-task_queues = (Queue(DELIVERY_QUEUE), Queue(MAINTENANCE_QUEUE))
+task_queues = (Queue(DELIVERY_QUEUE), Queue(MAINTENANCE_QUEUE), Queue(COUNTDOWN_QUEUE))
 task_routes = {PURGE_TASK: {"queue": MAINTENANCE_QUEUE}}
 timezone = "UTC"
 enable_utc = True

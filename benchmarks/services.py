@@ -132,10 +132,13 @@ def broker_memory(broker_url: str) -> dict:
     return {"used_memory_mb": round(info["used_memory"] / 2**20, 1), "keys": client.dbsize()}
 
 
-def broker_queue_lengths(broker_url: str, queue: str = "webhooks") -> dict:
-    """Messages ready in ``queue`` and messages a worker holds unacknowledged (countdowns too)."""
+def broker_queue_lengths(broker_url: str,
+                         queues: tuple[str, ...] = ("webhooks", "webhooks.countdown")) -> dict:
+    """Messages ready in ``queues`` (the deliveries' and the countdowns') and messages a
+    worker holds unacknowledged (countdowns too)."""
     client = redis.Redis.from_url(broker_url)
-    return {"ready": client.llen(queue), "unacked": client.hlen("unacked")}
+    return {"ready": sum(client.llen(queue) for queue in queues),
+            "unacked": client.hlen("unacked")}
 
 
 def server_versions(database_url: str, broker_url: str) -> dict:

@@ -22,9 +22,9 @@ def broker(redis_broker, monkeypatch):
     return redis_broker
 
 
-def _sent(broker) -> list[dict]:
-    """The messages on the delivery queue, oldest first, with their bodies decoded."""
-    messages = [json.loads(raw) for raw in reversed(broker.lrange(celery_app.DELIVERY_QUEUE, 0, -1))]
+def _sent(broker, queue: str = celery_app.DELIVERY_QUEUE) -> list[dict]:
+    """The messages on ``queue``, oldest first, with their bodies decoded."""
+    messages = [json.loads(raw) for raw in reversed(broker.lrange(queue, 0, -1))]
     for message in messages:
         message["body"] = json.loads(base64.b64decode(message["body"]))
     return messages
@@ -37,14 +37,16 @@ def _without(mapping: dict, keys: set) -> dict:
 @pytest.mark.parametrize("countdown", [None, 30.0])
 def test_the_message_is_the_one_send_task_writes(broker, countdown):
     app = celery_app.get_app()
+    # A message that waits a countdown travels on the countdown queue (celery_app).
+    queue = celery_app.DELIVERY_QUEUE if countdown is None else celery_app.COUNTDOWN_QUEUE
     assert outbox.send_to_broker([Dispatch("d-1", 2, countdown)]) == []
-    app.send_task(celery_app.DELIVER_TASK, args=("d-1", 2), countdown=countdown)
-    ours, celerys = _sent(broker)
+    app.send_task(celery_app.DELIVER_TASK, args=("d-1", 2), countdown=countdown, queue=queue)
+    ours, celerys = _sent(broker, queue)
     assert _without(ours["headers"], PER_MESSAGE_HEADERS) == _without(
         celerys["headers"], PER_MESSAGE_HEADERS)
     assert _without(ours["properties"], PER_MESSAGE_PROPERTIES) == _without(
         celerys["properties"], PER_MESSAGE_PROPERTIES)
-    assert ours["properties"]["delivery_info"] == {"exchange": "", "routing_key": "webhooks"}
+    assert ours["properties"]["delivery_info"] == {"exchange": "", "routing_key": queue}
     assert ours["body"] == celerys["body"]
     assert ours["body"][0] == ["d-1", 2]
     assert _without(ours, {"headers", "properties", "body"}) == _without(

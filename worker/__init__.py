@@ -5,7 +5,7 @@ import os
 
 from celery.signals import celeryd_after_setup, setup_logging
 
-from webhooks.broker.celery_app import MAINTENANCE_QUEUE, get_app
+from webhooks.broker.celery_app import COUNTDOWN_QUEUE, MAINTENANCE_QUEUE, get_app
 from webhooks.config.logs import RoutineToDebug, configure_logging
 
 from . import tasks  # noqa: F401  (registers the tasks on the app)
@@ -49,7 +49,9 @@ def _json_logs(loglevel=None, **_):
 def _take_maintenance_tasks(sender=None, instance=None, **_):
     """Every worker also takes the maintenance queue (the purge), even one started with
     ``--queues webhooks`` as the Procfile said before the purge had a queue of its own:
-    otherwise nothing would ever purge. Runs before the worker starts consuming."""
+    otherwise nothing would ever purge. The same for the countdown queue (retries and
+    waits for a rate's slot), added later still. Runs before the worker starts consuming."""
     queues = instance.app.amqp.queues
-    if MAINTENANCE_QUEUE not in queues.consume_from:
-        queues.select_add(MAINTENANCE_QUEUE)
+    for name in (MAINTENANCE_QUEUE, COUNTDOWN_QUEUE):
+        if name not in queues.consume_from:
+            queues.select_add(name)

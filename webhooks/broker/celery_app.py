@@ -17,15 +17,18 @@ from webhooks.config import get_settings
 from webhooks.config.datadir import private_dir, private_file, private_umask
 
 __all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "DELIVERY_QUEUE",
-           "MAINTENANCE_QUEUE", "PrivateScheduler"]
+           "MAINTENANCE_QUEUE", "COUNTDOWN_QUEUE", "PrivateScheduler"]
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
 PURGE_TASK = "webhooks.purge"
 # Deliveries and the sweep go through the first queue; the purge through the second, so a
-# backlog of deliveries never holds the purge back. Every worker takes both (worker/__init__.py).
+# backlog of deliveries never holds the purge back; deliver messages with a countdown (a
+# retry, or a wait for a rate's slot) through the third, so that a backlog in the first
+# does not make them late. Every worker takes all three (worker/__init__.py).
 DELIVERY_QUEUE = "webhooks"
 MAINTENANCE_QUEUE = "webhooks.maintenance"
+COUNTDOWN_QUEUE = "webhooks.countdown"
 
 
 _app_lock = threading.Lock()

@@ -126,8 +126,8 @@ def _send_deliver(app, producer, item) -> None:
     the queue again (a copy of the Queue object), and builds a result object
     that nobody reads (docs/performance.md has what that cost). The seam is
     Celery's ``app.amqp`` (celery>=5.4,<6 in setup.cfg), checked against
-    send_task's message by tests/test_publish_message.py. The deliver task always goes to DELIVERY_QUEUE, by the
-    default exchange (the queue's name is the routing key), which needs no
+    send_task's message by tests/test_publish_message.py. The deliver task goes to
+    DELIVERY_QUEUE, or COUNTDOWN_QUEUE if it waits a countdown, by the default exchange (the queue's name is the routing key), which needs no
     declaring on Redis or the file broker; every worker declares its queues as
     it starts. The message is Celery's own (create_task_message), and the
     settings' publish retry policy applies, as with send_task.
@@ -137,7 +137,13 @@ def _send_deliver(app, producer, item) -> None:
         task_id, broker_app.DELIVER_TASK, (item.delivery_id, item.attempt_count), {},
         countdown=item.countdown, ignore_result=None)
     app.amqp.send_task_message(producer, broker_app.DELIVER_TASK, message,
-                               queue=app.amqp.queues[broker_app.DELIVERY_QUEUE], declare=())
+                               queue=app.amqp.queues[_queue_of(item)], declare=())
+
+
+def _queue_of(item: Dispatch) -> str:
+    """The queue of a deliver message: one that waits a countdown goes apart, so that a
+    backlog of due deliveries does not hold it past its time (celery_app.COUNTDOWN_QUEUE)."""
+    return broker_app.COUNTDOWN_QUEUE if item.countdown else broker_app.DELIVERY_QUEUE
 
 
 def request_sweep() -> bool:
