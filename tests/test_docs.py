@@ -12,6 +12,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from webhooks.storage.migrate import alembic_config
+from webhooks.tenants.options import OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,6 +50,9 @@ def test_the_api_reference_builds_without_a_warning(tmp_path):
     emitting = (tmp_path / "html" / "emitting.html").read_text(encoding="utf-8")
     assert "emit_event" in emitting and "scoped_session" in emitting
     assert "verify" in (tmp_path / "html" / "receiving.html").read_text(encoding="utf-8")
+    options = (tmp_path / "html" / "options.html").read_text(encoding="utf-8")
+    terms = re.findall(r'<dt><code[^>]*><span class="pre">(\w+)</span>', options)
+    assert terms == [option.name for option in OPTIONS], "one term per option, from OPTIONS"
 
 
 def test_the_upgrade_guide_says_of_every_revision_whether_it_is_safe_during_a_rolling_deploy():
