@@ -160,3 +160,13 @@ def test_an_unreachable_database_is_one_line_not_a_traceback(tmp_path, args):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "the database could not be used (OperationalError)" in result.stderr
     assert "pa55word" not in result.stderr
+
+
+def test_options_lists_every_declared_option_without_a_database(tmp_path):
+    from webhooks.tenants.options import OPTIONS
+
+    result = run("options", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    terms = [line for line in result.stdout.splitlines() if line.startswith("`")]
+    assert terms == [f"`{option.name}`" for option in OPTIONS]
+    assert not (tmp_path / "webhooks-data").exists(), "a listing touches no database"

@@ -12,6 +12,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from webhooks.storage.migrate import alembic_config
+from webhooks.tenants.options import OPTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,15 +23,19 @@ def _revisions() -> list[str]:
     return [revision.revision for revision in reversed(list(script.walk_revisions()))]
 
 
-def test_the_readme_s_db_upgrade_examples_name_the_newest_revision():
-    head = _revisions()[-1]
+def test_the_readme_names_no_revision_so_a_migration_leaves_it_alone():
+    """The README shows `webhooks db upgrade`'s answers with N for the revision and sends the
+    reader to docs/upgrade.md, the one file that names each migration (below)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    named = re.findall(r"revision (\d{4})", text)
-    assert named, "the README shows what `webhooks db upgrade` prints"
-    assert head in named
-    assert f"the schema is already at revision {head}" in text
-    assert f"created the schema at revision {head}" in text
-    assert max(named) == head, f"the README names revision {max(named)}; the newest is {head}"
+    assert re.findall(r"revision (\d{4})", text) == [], "docs/upgrade.md names the revisions"
+    assert "[docs/upgrade.md](docs/upgrade.md)" in text
+    said = (ROOT / "webhooks" / "cli" / "commands.py").read_text(encoding="utf-8")
+    flowing = " ".join(text.split())
+    for answer in ("created the schema at revision {after}",
+                   "upgraded the schema from revision {before} to {after}",
+                   "the schema is already at revision {after}, the newest this version knows"):
+        assert answer in said, "the README quotes what `webhooks db upgrade` prints"
+        assert answer.format(before="M", after="N") in flowing, answer
 
 
 @pytest.mark.process
@@ -45,12 +50,16 @@ def test_the_api_reference_builds_without_a_warning(tmp_path):
     emitting = (tmp_path / "html" / "emitting.html").read_text(encoding="utf-8")
     assert "emit_event" in emitting and "scoped_session" in emitting
     assert "verify" in (tmp_path / "html" / "receiving.html").read_text(encoding="utf-8")
+    options = (tmp_path / "html" / "options.html").read_text(encoding="utf-8")
+    terms = re.findall(r'<dt><code[^>]*><span class="pre">(\w+)</span>', options)
+    assert terms == [option.name for option in OPTIONS], "one term per option, from OPTIONS"
 
 
 def test_the_upgrade_guide_says_of_every_revision_whether_it_is_safe_during_a_rolling_deploy():
     text = (ROOT / "docs" / "upgrade.md").read_text(encoding="utf-8")
     rows = dict(re.findall(r"^\| (\d{4}) \| (.+)$", text, re.MULTILINE))
     assert list(rows) == _revisions(), "one row per migration, in order, in docs/upgrade.md"
+    assert all(cells.count("|") >= 4 for cells in rows.values()), "every column of each row"
 
 
 def test_the_guides_link_to_files_that_exist():

@@ -4,13 +4,16 @@ page, and the claim's loads all come from the declarations. No server needed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from marshmallow import ValidationError, missing
 from werkzeug.datastructures import MultiDict
 
 from webhooks.lifecycle import changes, claim
 from webhooks.storage.models import Subscription
-from webhooks.tenants.options import CLAIMED, OPTIONS, SETTABLE, Fact, FormField, Kind, Option
+from webhooks.tenants.options import (BY_NAME, CLAIMED, OPTIONS, SETTABLE, Fact, FormField, Kind,
+                                       Option)
 
 PAUSE_AFTER = Option(  # an option as a new one would be declared (the column is not needed)
     "pause_after", Kind.INTEGER, minimum=1, maximum=100, fallback="pause_after",
@@ -132,7 +135,10 @@ def test_the_page_says_each_option_s_value_or_what_applies_without_it(request_co
                                                                       monkeypatch):
     from web.dashboard import options as page
 
-    monkeypatch.setattr(page, "OPTIONS", (*OPTIONS, PAUSE_AFTER))
+    # These options alone, so that the next declared option leaves this test as it is.
+    shown = (BY_NAME["max_in_flight"], BY_NAME["rate_limit"], BY_NAME["current_rate_limit"],
+             PAUSE_AFTER)
+    monkeypatch.setattr(page, "OPTIONS", shown)
     monkeypatch.setattr(page, "option_values", lambda _: {
         "max_in_flight": None, "rate_limit": 2.5, "current_rate_limit": 1.9, "pause_after": 3})
     lines = {fact.element_id: (fact.text, fact.muted) for fact in page.facts(Subscription())}
@@ -141,3 +147,30 @@ def test_the_page_says_each_option_s_value_or_what_applies_without_it(request_co
                                     False),
                      "current-rate-limit": ("1.9 attempts per second", False),
                      "pause-after": ("3 consecutive failures", False)}
+
+
+def test_the_reference_says_what_a_declared_option_takes_from_its_declaration():
+    from webhooks.tenants.option_reference import reference, takes
+
+    assert takes(PAUSE_AFTER) == ("A whole number 1 to 100, or null; default null. Set by "
+                                  "create and PATCH, and the dashboard's form "
+                                  '("Pause after (optional)").')
+    scheme = next(option for option in OPTIONS if option.kind is Kind.CHOICE)
+    assert takes(scheme).startswith("One of `service`, `standard` (never null); default `service`")
+    text = reference((*OPTIONS, PAUSE_AFTER))
+    assert [line for line in text.splitlines() if line.startswith("`")] == [
+        f"`{option.name}`" for option in (*OPTIONS, PAUSE_AFTER)]
+    assert f"In requests: {PAUSE_AFTER.description}." in " ".join(text.split())
+    in_flight = reference((next(option for option in OPTIONS if not option.editable),))
+    assert "Read-only: shown in every answer, never set." in in_flight
+    assert "In requests" not in in_flight
+
+
+def test_each_option_s_details_are_in_the_reference_docs_api_md_points_to():
+    from webhooks.tenants.option_reference import reference
+
+    flowing = " ".join(reference().split())
+    assert all(" ".join(option.details.split()) in flowing for option in OPTIONS)
+    assert any(option.details for option in OPTIONS)
+    api = (Path(__file__).resolve().parent.parent / "docs" / "api.md").read_text(encoding="utf-8")
+    assert "`webhooks options`" in api and "Subscription options" in api

@@ -2,11 +2,17 @@
 
 Built from the docstrings with autodoc; every warning fails the build
 (``make docs`` runs sphinx-build with ``-W``), so a docstring that does not
-render, or a module that no longer imports, is caught.
+render, or a module that no longer imports, is caught. The ``webhooks-options``
+directive renders the per-subscription options from their declarations
+(``webhooks.tenants.option_reference``), so the page follows each new option.
 """
 
 import sys
 from pathlib import Path
+
+from docutils import nodes
+from docutils.parsers.rst import Directive
+from docutils.statemachine import StringList
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
@@ -28,3 +34,20 @@ html_theme = "alabaster"
 html_title = "webhooks: Python API reference"
 html_static_path: list[str] = []
 exclude_patterns = ["_build"]
+
+
+class _OptionsDirective(Directive):
+    """``.. webhooks-options::``: the reference of every declared option, at build time."""
+
+    def run(self):
+        from webhooks.tenants.option_reference import reference_lines
+
+        section = nodes.container()
+        lines = StringList(reference_lines(), source="webhooks.tenants.options.OPTIONS")
+        self.state.nested_parse(lines, self.content_offset, section)
+        return section.children
+
+
+def setup(app):
+    app.add_directive("webhooks-options", _OptionsDirective)
+    return {"parallel_read_safe": True}

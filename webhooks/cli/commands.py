@@ -215,6 +215,15 @@ def _account_problem(account_id: str) -> str | None:
     return None
 
 
+@main.command("options")
+def options() -> None:
+    """List the per-subscription options: what each takes, its default, what null means, and
+    how it works (the reference docs/api.md points to; needs no database)."""
+    from webhooks.tenants.option_reference import reference
+
+    click.echo(reference())
+
+
 @main.group()
 def operational() -> None:
     """Operational webhooks: notices to the operator's own systems (docs/events.md)."""

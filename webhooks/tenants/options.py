@@ -9,10 +9,12 @@ layers derive from it:
   (``lifecycle/changes.SETTINGS``);
 - the dashboard's form field, the form page's rendering of it and the edit form's
   value (web/dashboard/options.py), and its line on the subscription's page;
-- whether the claim loads it for the attempt (``claimed``: ``Claim.options``, by name).
+- whether the claim loads it for the attempt (``claimed``: ``Claim.options``, by name);
+- its reference: ``webhooks options`` and the Python reference's "Subscription options"
+  page (tenants/option_reference.py), to which docs/api.md points.
 
-Adding an option is its column (storage/models.py) and migration, one entry in
-:data:`OPTIONS`, its use, its test and its line in docs/api.md.
+Adding an option is 6 files: its column (storage/models.py), its migration (and the
+migration's row in docs/upgrade.md), one entry in :data:`OPTIONS`, its use and its test.
 """
 
 from __future__ import annotations
@@ -72,7 +74,9 @@ class Option:
     ``claimed`` one is loaded by the claim into ``Claim.options``, for the
     attempt (the claim has fields of its own for ``rate_limit`` and
     ``signature_scheme``, which it needs itself). ``form`` and ``fact`` put
-    it on the dashboard's form and subscription page.
+    it on the dashboard's form and subscription page. ``details`` is the rest of
+    its reference (``webhooks options``, tenants/option_reference.py): what it does
+    beyond ``description``, in paragraphs, single back-quotes for literal text.
     """
 
     name: str
@@ -91,6 +95,7 @@ class Option:
     form: FormField | None = None
     fact: Fact | None = None
     value: Callable[[Subscription, Settings], object] | None = None
+    details: str = ""
 
 
 def _rate_now(subscription: Subscription, settings: Settings) -> float | None:
@@ -118,6 +123,10 @@ OPTIONS: tuple[Option, ...] = (
                             "this many worker threads."),
         fact=Fact("Attempts in flight", "at most {value} at once",
                   when_null="service default ({fallback})"),
+        details="""Attempts to this subscription in flight at once, across all workers,
+            instead of the service's number (lower or higher). The per-account cap
+            `WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT` still applies. Waiting for a slot: docs/api.md,
+            "Per-subscription limits", and the README, "Concurrency per endpoint".""",
     ),
     Option(
         "in_flight_limit", Kind.INTEGER, editable=False, value=_in_flight_now,
@@ -125,6 +134,10 @@ OPTIONS: tuple[Option, ...] = (
                           "`max_in_flight` (or the service's), lowered while the endpoint "
                           "answers 429, 503 or times out (the adaptive pace); null: no limit. "
                           "Read-only",
+        details="""`max_in_flight` (or `WEBHOOKS_MAX_IN_FLIGHT`), lower while the adaptive
+            pace has lowered it (the endpoint answered 429 or 503, or timed out: halved, down
+            to 1; each run of successes adds one back). With `WEBHOOKS_ADAPTIVE_PACE=false`
+            it is always the cap. README, "The adaptive pace".""",
     ),
     Option(
         "rate_limit", Kind.NUMBER, minimum=0.01, maximum=10000,
@@ -137,6 +150,8 @@ OPTIONS: tuple[Option, ...] = (
                             "limit. Deliveries over the limit wait their turn: not a failure, "
                             "nothing is dropped."),
         fact=Fact("Rate limit", "at most {value:g} attempts per second; the rest wait their turn"),
+        details="""`0.5` is one attempt every 2 s. A delivery over the limit waits its turn,
+            `pending`, without an attempt: docs/api.md, "Per-subscription limits".""",
     ),
     Option(
         "current_rate_limit", Kind.NUMBER, editable=False, value=_rate_now,
@@ -146,6 +161,10 @@ OPTIONS: tuple[Option, ...] = (
                           "climbing WEBHOOKS_PACE_RATE_CLIMB percent per second); null: no "
                           "limit. Read-only",
         fact=Fact("Rate now", "{value:.3g} attempts per second"),
+        details="""`rate_limit`, or lower while the adaptive pace follows an endpoint that
+            answered 429: a rate set 5 % under what it accepted, climbing
+            `WEBHOOKS_PACE_RATE_CLIMB` percent of itself per second until it has doubled
+            (then it no longer applies). README, "The adaptive pace's rate".""",
     ),
     Option(
         "signature_scheme", Kind.CHOICE, choices=SCHEMES, default=DEFAULT_SCHEME,
@@ -155,6 +174,27 @@ OPTIONS: tuple[Option, ...] = (
                     "`webhook-signature`). Changing it gives the subscription a new secret of "
                     "that scheme's format",
         shown_description="`service` (X-Service-Signature) or `standard` (Standard Webhooks)",
+        details="""`service` is the `X-<service>-Signature` header (docs/events.md);
+            `standard` is Standard Webhooks (https://www.standardwebhooks.com/):
+            `webhook-id` (the event id), `webhook-timestamp` (unix seconds) and
+            `webhook-signature` instead of `X-<service>-Signature`; the other
+            `X-<service>-…` headers stay. Anything else answers `validation_error` naming
+            the field, and nothing changes.
+
+            Its secret is `whsec_` and base64 of 32 random bytes: URL-safe and unpadded for
+            `service` (the HMAC key is the whole string as UTF-8), standard base64 for
+            `standard` (the key is the decoded bytes, as the Standard Webhooks libraries
+            expect).
+
+            A PATCH that changes the scheme gives the subscription a new secret of the new
+            format, which signs from the next attempt on (a retry of an older delivery too),
+            and drops a staged secret: its answer holds the new `secret`. A PATCH naming the
+            current scheme changes nothing and shows no secret. `rotate-secret` makes a
+            secret of the subscription's scheme. While a rotation is staged a `standard`
+            delivery carries two signatures, space-separated (current and next secret); a
+            `service` one is signed by the current secret only. Receivers: docs/receivers.md.
+            The names `webhook-id`, `webhook-timestamp` and `webhook-signature` are reserved
+            (`reserved_header`) in `headers`.""",
     ),
 )
 
