@@ -46,6 +46,7 @@ SIZE_OPTIONS = [
      "the backlog each leg of the pace scenario drains (5000)"),
     ("--pace-capacity", "pace_capacity", int,
      "the pace scenario's receiver capacity, requests/s (0: both 20 and 200)"),
+    ("--pace-legs", "pace_legs", str, "the pace scenario's legs: on, off or on,off (on,off)"),
     ("--ordering-deliveries", "ordering_deliveries", int,
      "deliveries of each drain of the ordering scenario (5000)"),
     ("--ordering-keys", "ordering_keys", int,

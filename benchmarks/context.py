@@ -91,6 +91,7 @@ class Sizes:
     cost_deliveries: int = 5_000  # deliveries drained to measure what one costs (--scenarios cost)
     pace_deliveries: int = 5_000  # the backlog each leg of the pace scenario drains
     pace_capacity: int = 0  # the receiver's requests/s of the pace scenario; 0: 20 and 200
+    pace_legs: str = "on,off"  # the pace scenario's legs: the adaptive pace on, off, or both
     ordering_deliveries: int = 5_000  # each drain of the ordering scenario (keyed, unkeyed)
     ordering_keys: int = 1_000  # keys the keyed drain's deliveries are spread over
     realistic_deliveries: int = 6_000  # per phase, spread evenly over the subscriptions

@@ -103,6 +103,15 @@ def test_a_429_sets_the_rate_from_what_the_receiver_accepted(subscription):
     assert row.pace_rate_at == pytest.approx(now.timestamp())
 
 
+def test_attempts_still_in_flight_count_as_accepted(subscription):
+    now = utcnow()
+    _attempts(subscription, now - dt.timedelta(seconds=0.5), [200] * 15)
+    for _ in range(3):  # claimed, their records not in yet
+        _claim(_emit(subscription), utcnow())
+    _attempts(subscription, now, [429])
+    assert _row(subscription.id).pace_rate == pytest.approx(0.95 * 18)
+
+
 def test_the_429s_of_one_round_set_it_once_and_a_later_one_measures_again(subscription):
     now = utcnow()
     _attempts(subscription, now - dt.timedelta(seconds=0.5), [200] * 20)

@@ -184,7 +184,7 @@ def run(ctx: Context) -> dict:
     n = ctx.sizes.pace_deliveries
     legs = []
     for capacity in ((ctx.sizes.pace_capacity,) if ctx.sizes.pace_capacity else CAPACITIES):
-        for adaptive in (True, False):
+        for adaptive in [leg == "on" for leg in ctx.sizes.pace_legs.split(",")]:
             leg = measure(ctx, capacity, adaptive, n)
             legs.append(leg)
             print(f"  pace C={capacity} adaptive {'on ' if adaptive else 'off'}: "

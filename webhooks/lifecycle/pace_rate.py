@@ -8,7 +8,9 @@ bounds the rate:
 
 - A 429 sets the subscription's paced rate (``subscriptions.pace_rate``,
   attempts/s) to ``1 - CUT`` of the rate the receiver *accepted* over the last
-  ``WINDOW_S`` seconds (its successful attempts, over at least one second),
+  ``WINDOW_S`` seconds (its successful attempts, and those claimed in that
+  time and still in flight, over at least one second: a 429 is recorded
+  while the successes that came just before it may still be recording),
   at least ``FLOOR_PER_S``; with no success in the window, to half the rate
   the attempts went at. At most once per ``ROUND_S`` (the 429s of one burst
   set it once), and it is measured, not compounded: a repeat sets it to what
@@ -38,6 +40,7 @@ from sqlalchemy import Float, String, bindparam, case, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle.policy import Outcome
+from webhooks.lifecycle.states import DeliveryStatus
 from webhooks.storage.models import Attempt, Delivery, Subscription
 
 __all__ = ["current", "allowed", "lowered_to", "lower", "CUT", "WINDOW_S", "ROUND_S",
@@ -103,6 +106,11 @@ _RECENT = (select(func.count(),
                   func.min(_attempts.c.started_at))
            .select_from(_attempts.join(_deliveries, _deliveries.c.id == _attempts.c.delivery_id))
            .where(_deliveries.c.subscription_id == _SUB, _attempts.c.started_at >= _SINCE))
+# Attempts of the subscription claimed in the window and not recorded yet (in flight).
+_IN_FLIGHT = (select(func.count()).select_from(_deliveries)
+              .where(_deliveries.c.subscription_id == _SUB,
+                     _deliveries.c.status == DeliveryStatus.SENDING.value,
+                     _deliveries.c.claimed_at >= _SINCE))
 _SET = (update(_subscriptions).where(_subscriptions.c.id == _SUB)
         .values(pace_rate=bindparam("pace_rate_new", type_=Float)))
 
@@ -119,8 +127,9 @@ def lower(connection: Connection, subscription_id: str, now: dt.datetime,
     since = now - dt.timedelta(seconds=WINDOW_S)
     attempts, successes, first = connection.execute(
         _RECENT, dict(params, pace_since=since)).one()
+    flying = connection.execute(_IN_FLIGHT, dict(params, pace_since=since)).scalar_one()
     span = (now - first).total_seconds() if first is not None else WINDOW_S
-    rate = lowered_to(successes or 0, attempts or 0, span)
+    rate = lowered_to((successes or 0) + flying, (attempts or 0) + flying, span)
     if in_force is not None:
         rate = min(rate, in_force)
     connection.execute(_SET, dict(params, pace_rate_new=rate))
