@@ -21,7 +21,8 @@ bounds the rate:
 - It climbs back ``WEBHOOKS_PACE_RATE_CLIMB`` percent of itself per second
   since it was set (``pace_rate_at``), computed when read: a success writes
   nothing. Once it has doubled, the paced rate no longer applies
-  (:func:`current`): the receiver has taken twice the rate that it refused.
+  (:func:`current`): no 429 came back while it doubled, so the receiver has
+  stopped asking.
 - The rate in force is the lower of the subscription's own ``rate_limit`` and
   the paced rate (:func:`allowed`); the rate limit's slots (pacing.py) keep it,
   so a delivery that waits for the pace waits as one over a rate limit: not an
