@@ -16,6 +16,7 @@ from tests.support.worker import WorkerProcess
 from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
+from webhooks.lifecycle.pace_rate import FLOOR_PER_S
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Delivery, Subscription, utcnow
 
@@ -154,7 +155,7 @@ def test_a_429_paces_the_subscription_to_the_rate_its_receiver_accepted(account,
     refused = emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
     wait_until(lambda: _subscription(subscription.id).pace_rate is not None, what="paced")
     rate = _subscription(subscription.id).pace_rate
-    assert pace_rate_floor() <= rate <= 0.95 * 5 + 1e-9  # at most 5 accepted in the window
+    assert FLOOR_PER_S <= rate <= 0.95 * 5 + 1e-9  # at most 5 accepted in the window
 
     start = len(receiver.received("/quota"))
     paced = [emit_event(account, "email.sent", sample_data("email.sent")).delivery_ids[0]
@@ -172,9 +173,3 @@ def test_a_429_paces_the_subscription_to_the_rate_its_receiver_accepted(account,
     with session_scope() as session:
         shown = option_values(session.get(Subscription, subscription.id))["current_rate_limit"]
     assert rate <= shown <= rate * 1.05  # climbing from it
-
-
-def pace_rate_floor() -> float:
-    from webhooks.lifecycle.pace_rate import FLOOR_PER_S
-
-    return FLOOR_PER_S

@@ -136,17 +136,16 @@ def open_transaction(connection: Connection) -> None:
 
 
 def after_attempt(connection: Connection, claim, *, status_code: int | None, error_kind,
-                  success: bool, service_cap: int, success_run: int, now: dt.datetime,
-                  rate_in_force: float | None = None) -> None:
+                  success: bool, pace: Pace, now: dt.datetime) -> None:
     """Move the subscription's limit after this attempt, in the caller's transaction:
     down on a back-off answer, toward the cap on a success (only if it was lowered). A
     429 also sets the paced rate (pace_rate.py) from what the receiver accepted up to
-    ``now``, never above ``rate_in_force`` (the rate the attempt went under)."""
-    params = {"pace_sub": claim.subscription_id, "pace_cap": service_cap}
+    ``now``, never above the rate the attempt went under (``pace.rate_now``)."""
+    params = {"pace_sub": claim.subscription_id, "pace_cap": pace.service_cap}
     if asks_for_less(status_code, error_kind):
         seen = -1 if claim.in_flight_limit is None else claim.in_flight_limit
         connection.execute(_LOWER, dict(params, pace_seen=seen))
         if status_code in pace_rate.RATE_CODES:
-            pace_rate.lower(connection, claim.subscription_id, now, rate_in_force)
+            pace_rate.lower(connection, claim.subscription_id, now, pace.rate_now(claim, now))
     elif success and claim.in_flight_limit is not None:
-        connection.execute(_RAISE, dict(params, pace_run=success_run))
+        connection.execute(_RAISE, dict(params, pace_run=pace.success_run))

@@ -141,9 +141,7 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     failures, released = moved
     if pacing_on:
         adaptive_pace.after_attempt(connection, claim, status_code=status_code,
-                                    error_kind=error_kind, success=success,
-                                    service_cap=pace.service_cap, success_run=pace.success_run,
-                                    now=now, rate_in_force=pace.rate_now(claim, now))
+                                    error_kind=error_kind, success=success, pace=pace, now=now)
     if finishes_keyed:
         released = [*released, *(Dispatch(d_id, count) for d_id, count in ordering.release_successor(
             connection, claim.subscription_id, claim.ordering_key, claim.key_sequence, now))]

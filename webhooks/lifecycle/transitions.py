@@ -25,6 +25,7 @@ release_successor           behind its key -> due / waiting        record (order
 release_behind_key          behind its key -> due                  sweep (ordering.py)
 wait_for_slot               sending -> pending (paced)             the rate limit
 take_swept                  (lost, parked, held, ...) -> due       sweep
+ride_to_slots               parked (paced) -> riding countdown     sweep
 park                        pending -> parked                      a refused publish
 hold_pending                pending -> paused                      a pause
 release_held                paused -> pending (parked, due)        resume
@@ -49,7 +50,7 @@ from webhooks.storage.models import Delivery, UTCDateTime
 __all__ = [
     "deliveries", "insert_deliveries", "new_deliveries_from", "add_replay", "add_replays",
     "take_for_attempt", "turn_away", "move_after_attempt", "release_oldest_waiting",
-    "wait_for_slot", "take_swept", "release_successor", "release_behind_key", "park", "hold_pending", "release_held", "fail_waiting",
+    "wait_for_slot", "take_swept", "ride_to_slots", "release_successor", "release_behind_key", "park", "hold_pending", "release_held", "fail_waiting",
     "delete_deliveries",
 ]
 
@@ -173,27 +174,25 @@ def wait_for_slot(connection: Connection, delivery_id: str, slot: dt.datetime, *
 
 # ------------------------------------------------------------------ the sweep
 
+def _move_swept(session: Session, ids: list[str], values: dict, conditions, *returned):
+    """UPDATE the rows ``ids`` (re-checking ``conditions``) to ``values``; their ``returned``."""
+    return session.execute(update(deliveries).where(deliveries.c.id.in_(ids), *conditions)
+                           .values(**values).returning(*returned)).all()
+
+
 def take_swept(session: Session, ids: list[str], values: dict, *conditions) -> list[tuple[str, int]]:
     """Move the rows ``ids`` (re-checking ``conditions``) to ``values`` (a sweep's: made due,
     with a status or a count restored); returns their (id, attempt_count)."""
-    rows = session.execute(
-        update(deliveries)
-        .where(deliveries.c.id.in_(ids), *conditions)
-        .values(**values)
-        .returning(deliveries.c.id, deliveries.c.attempt_count)
-    )
+    rows = _move_swept(session, ids, values, conditions,
+                       deliveries.c.id, deliveries.c.attempt_count)
     return [(delivery_id, count) for delivery_id, count in rows]
 
 
 def ride_to_slots(session: Session, ids: list[str], *conditions) -> list[tuple[str, int, dt.datetime]]:
     """Unpark the paced rows ``ids`` (re-checking ``conditions``) to ride a countdown to their
     slot (states.rides_to_its_slot); returns their (id, attempt_count, slot)."""
-    rows = session.execute(
-        update(deliveries)
-        .where(deliveries.c.id.in_(ids), *conditions)
-        .values(**states.rides_to_its_slot())
-        .returning(deliveries.c.id, deliveries.c.attempt_count, deliveries.c.next_attempt_at)
-    )
+    rows = _move_swept(session, ids, states.rides_to_its_slot(), conditions, deliveries.c.id,
+                       deliveries.c.attempt_count, deliveries.c.next_attempt_at)
     return [(delivery_id, count, slot) for delivery_id, count, slot in rows]
 
 
