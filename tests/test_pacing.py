@@ -145,7 +145,16 @@ class Ok:
         return AttemptResult(status_code=200, error=None, duration_ms=1)
 
 
-def test_run_attempt_sends_one_and_hands_the_others_to_countdowns(limited, published):
+def _no_hold(monkeypatch):
+    from webhooks.config import reset_settings_cache
+
+    monkeypatch.setenv("WEBHOOKS_SLOT_HOLD_MS", "0")
+    reset_settings_cache()
+
+
+def test_run_attempt_sends_one_and_hands_the_others_to_countdowns(limited, published,
+                                                                   monkeypatch):
+    _no_hold(monkeypatch)
     ids = [emit(limited.account_id).delivery_ids[0] for _ in range(3)]
     published.settled().clear()
     statuses = [run_attempt(delivery_id, 0, sender=Ok()) for delivery_id in ids]
@@ -153,3 +162,61 @@ def test_run_attempt_sends_one_and_hands_the_others_to_countdowns(limited, publi
     countdowns = sorted((d.delivery_id, d.attempt_count) for d in published)
     assert countdowns == sorted((delivery_id, 0) for delivery_id in ids[1:])
     assert all(0 < d.countdown <= 1.5 for d in published)
+
+
+def test_a_slot_within_the_hold_is_held_and_a_later_one_given_back(limited):
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(3)]
+    now = utcnow()
+    with get_engine().begin() as connection:
+        answers = [pacing.admit(connection, claim(connection, delivery_id, 0, now), now, RULES,
+                                hold_max=0.6) for delivery_id in ids]
+    first, second, third = answers
+    assert isinstance(first, Claim)
+    assert isinstance(second, pacing.Held)  # its slot, 0.5 s on, is within the hold
+    assert (second.slot - now).total_seconds() == pytest.approx(0.5, abs=0.01)
+    assert isinstance(third, pacing.Paced) and third.wait == pytest.approx(1.0, abs=0.01)
+    assert delivery(second.claim.delivery_id).status == "sending"  # the claim is kept
+    assert delivery(third.delivery_id).status == "pending"  # given back
+
+
+class Timed:
+    """A sender that notes when (monotonic seconds) each POST went."""
+
+    def __init__(self):
+        self.sent: list[float] = []
+
+    def __call__(self, url, body, headers):
+        import time
+
+        self.sent.append(time.monotonic())
+        return AttemptResult(status_code=200, error=None, duration_ms=1)
+
+
+def test_run_attempt_holds_a_near_slot_and_sends_at_it(limited, published):
+    _set(limited.id, rate_limit=20.0)  # slots 50 ms apart: each within the default hold
+    ids = [emit(limited.account_id).delivery_ids[0] for _ in range(4)]
+    published.settled().clear()
+    sender = Timed()
+    statuses = [run_attempt(delivery_id, 0, sender=sender) for delivery_id in ids]
+    assert statuses == ["done"] * 4  # none given back
+    assert list(published) == []  # no countdown message
+    # Each waited for its own slot (150 ms after the first's; the first went a few ms
+    # after its own claim, so the span is a little shorter).
+    assert sender.sent[-1] - sender.sent[0] >= 0.12, sender.sent
+    with session_scope() as session:
+        counts = dict(session.execute(select(Attempt.delivery_id, func.count())
+                                      .group_by(Attempt.delivery_id)).all())
+    assert counts == {delivery_id: 1 for delivery_id in ids}
+
+
+def test_the_hold_never_reaches_half_the_recovery_time(monkeypatch):
+    from webhooks.config import get_settings, reset_settings_cache
+    from webhooks.lifecycle.attempt import slot_hold
+
+    monkeypatch.setenv("WEBHOOKS_SLOT_HOLD_MS", "5000")
+    monkeypatch.setenv("WEBHOOKS_RECOVER_AFTER", "4")
+    reset_settings_cache()
+    assert slot_hold(get_settings()) == 2.0
+    monkeypatch.setenv("WEBHOOKS_RECOVER_AFTER", "120")
+    reset_settings_cache()
+    assert slot_hold(get_settings()) == 5.0

@@ -53,6 +53,8 @@ class Settings:
     account_max_in_flight: int = 20
     adaptive_pace: bool = True  # the in-flight limit follows the receiver (adaptive_pace.py)
     pace_success_run: int = 0  # successes that raise the limit by one; 0: the limit's worth
+    # The longest wait (s) for a rate slot through which an attempt keeps its claim (pacing.py).
+    slot_hold: float = 1.0
     pace_rate_climb: float = 0.2  # percent of itself per second a paced rate climbs (pace_rate.py)
     operational_max_in_flight: int = 1  # per operational endpoint (webhooks/operational)
     dns_threads: int = 128  # DNS look-ups running at once per process (connections.py)
@@ -179,6 +181,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "WEBHOOKS_PACE_SUCCESS_RUN", 0, integer=True, allow_zero=True
         ),
         pace_rate_climb=positive_number(env, "WEBHOOKS_PACE_RATE_CLIMB", 0.2),
+        slot_hold=positive_number(env, "WEBHOOKS_SLOT_HOLD_MS", 1000, allow_zero=True) / 1000,
         operational_max_in_flight=positive_number(
             env, "WEBHOOKS_OPERATIONAL_MAX_IN_FLIGHT", 1, integer=True
         ),

@@ -51,6 +51,7 @@ UNITS = {
     "WEBHOOKS_ACCOUNT_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_PACE_SUCCESS_RUN": "successful attempts",
     "WEBHOOKS_PACE_RATE_CLIMB": "percent per second",
+    "WEBHOOKS_SLOT_HOLD_MS": "milliseconds",
     "WEBHOOKS_OPERATIONAL_MAX_IN_FLIGHT": "attempts",
     "WEBHOOKS_DNS_THREADS": "threads",
     "WEBHOOKS_SWEEP_BATCH": "deliveries",

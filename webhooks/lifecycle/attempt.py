@@ -128,6 +128,8 @@ def run_attempt(
     if isinstance(claimed, pacing.Paced):  # over its rate limit: it waits for its slot
         publish_now([claimed.dispatch] if claimed.dispatch is not None else [])
         return None
+    if isinstance(claimed, pacing.Held):  # its slot is near: it keeps the claim till then
+        claimed = _hold_to_slot(claimed)
     if claimed is None:
         return None
     started_at = clock.now()
@@ -168,7 +170,7 @@ def _claim_batch(items) -> list[Claim | None]:
         f"claiming {len(items)} deliveries")
 
 
-def _admit(engine, claimed: Claim, settings: Settings) -> Claim | pacing.Paced:
+def _admit(engine, claimed: Claim, settings: Settings) -> Claim | pacing.Held | pacing.Paced:
     """Let the claim through the rate in force (pacing.py): its subscription's rate limit,
     or the adaptive pace's rate (pace_rate.py), if it has either. The
     claim has committed before the rate limit's check runs; if that check fails, the sweep
@@ -181,8 +183,24 @@ def _admit(engine, claimed: Claim, settings: Settings) -> Claim | pacing.Paced:
         lambda connection: pacing.admit(
             connection, claimed, now, rules_of(settings),
             countdown_room=lambda: _budget(settings.countdown_max).take(connection, now),
-            pace=pace),
+            pace=pace, hold_max=slot_hold(settings)),
         f"pacing delivery {claimed.delivery_id}")
+
+
+def slot_hold(settings: Settings) -> float:
+    """The longest wait (seconds) for a rate slot that an attempt holds its claim through:
+    ``WEBHOOKS_SLOT_HOLD_MS``, and never more than half of ``WEBHOOKS_RECOVER_AFTER``, so
+    that the sweep never takes a held claim for an abandoned one (it takes claims older
+    than the time-out plus that)."""
+    return min(settings.slot_hold, settings.recover_after / 2)
+
+
+def _hold_to_slot(held: pacing.Held) -> Claim:
+    """Wait (this thread, no transaction open) until the held claim's slot; its claim."""
+    wait = (held.slot - clock.now()).total_seconds()
+    if wait > 0:
+        time.sleep(wait)
+    return held.claim
 
 
 def _in_transaction(engine, work, doing: str):

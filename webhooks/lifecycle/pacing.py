@@ -13,7 +13,18 @@ take the same slot. A slot that has come lets the attempt go; a later one
 its slot, marked ``paced`` so that its next claim takes no second slot. A
 backlog of N deliveries therefore costs N claims plus N, not N².
 
-Waiting is not an attempt: the attempt count is restored, nothing is
+A slot that comes within ``hold_max`` seconds (``WEBHOOKS_SLOT_HOLD_MS``)
+is *held* instead: the attempt keeps its claim, its thread waits for the
+slot and then sends. Giving the claim back would cost a second claim, a
+transaction and a countdown message for a wait shorter than their own
+latency, and at a rate of hundreds a second those cost more than the wait
+(docs/performance.md, "The pace's rate"). A held claim counts as in flight
+(it is), and its thread is busy for at most ``hold_max``. While a worker's
+threads' worth of slots lies within the hold (a rate above threads /
+hold_max), every attempt holds: slots are reserved only as far ahead as the
+threads reach, and the rest of a backlog waits on its messages, unclaimed.
+
+Waiting longer is not an attempt: the attempt count is restored, nothing is
 recorded, the subscription's failure counter does not move, and no worker
 thread is held (a countdown message carries a short wait, the sweep a long
 one: ``policy.carrier``; the sweep sends a parked one a countdown to its slot
@@ -37,7 +48,7 @@ from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.states import DeliveryStatus
 from webhooks.storage.models import Delivery, Subscription
 
-__all__ = ["Paced", "admit", "limited", "SLOT_TOLERANCE_S"]
+__all__ = ["Paced", "Held", "admit", "limited", "SLOT_TOLERANCE_S"]
 
 # A slot this close (seconds) counts as come: not worth a message for the wait.
 SLOT_TOLERANCE_S = 0.005
@@ -66,6 +77,15 @@ class Paced:
     dispatch: Dispatch | None
 
 
+@dataclass(frozen=True)
+class Held:
+    """A claim whose slot comes within the hold: the attempt keeps ``claim`` and sends
+    at ``slot`` (the database clock's time, storage/clock.py)."""
+
+    claim: Claim
+    slot: dt.datetime
+
+
 def limited(claim: Claim, now: dt.datetime, pace: Pace = Pace()) -> bool:
     """True if the claim's attempt must take a slot of a rate (it has one in force at
     ``now``: its rate limit, or the adaptive pace's rate, ``Pace.rate_now``), and the
@@ -74,10 +94,12 @@ def limited(claim: Claim, now: dt.datetime, pace: Pace = Pace()) -> bool:
 
 
 def admit(connection: Connection, claim: Claim, now: dt.datetime, rules: policy.Rules,
-          countdown_room: Callable[[], bool] = lambda: True, pace: Pace = Pace()) -> Claim | Paced:
-    """``claim`` if its attempt may go now; otherwise give the claim back until its slot
-    (in the claim's transaction) and return what carries it there. The slots are spaced
-    by the rate in force when each is taken (``pace.rate_now``)."""
+          countdown_room: Callable[[], bool] = lambda: True, pace: Pace = Pace(),
+          hold_max: float = 0.0) -> Claim | Held | Paced:
+    """``claim`` if its attempt may go now; :class:`Held` if its slot comes within
+    ``hold_max`` seconds (the caller waits for it, keeping the claim); otherwise give the
+    claim back until its slot (in the claim's transaction) and return what carries it
+    there. The slots are spaced by the rate in force when each is taken (``pace.rate_now``)."""
     rate = None if claim.paced else pace.rate_now(claim, now)
     if rate is None:
         return claim
@@ -90,6 +112,8 @@ def admit(connection: Connection, claim: Claim, now: dt.datetime, rules: policy.
     wait = next_slot - 1.0 / rate - now.timestamp()
     if wait <= SLOT_TOLERANCE_S:
         return claim
+    if wait <= hold_max:
+        return Held(claim, now + dt.timedelta(seconds=wait))
     carried = policy.carrier(wait, rules, countdown_room)
     _wait_for_slot(connection, claim, now + dt.timedelta(seconds=wait),
                    parked=carried is policy.Wait.PARKED, now=now)
