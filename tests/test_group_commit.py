@@ -341,6 +341,39 @@ def test_a_batch_of_records_gives_each_what_it_would_get_alone(engines):
     assert [s[0] for s in states[3:]] == ["pending", "pending"]  # released: due now
 
 
+def _keyed_records_scenario():
+    """Two keys of one subscription, two deliveries each: the heads in flight, the second of
+    each turned away behind its head; the successes of the heads."""
+    account_id, _ = make_account("keyed-records")
+    make_subscription(account_id, "https://example.com/keyed")
+    ids = [_emit(account_id, ordering_key=key) for key in ("a", "b", "a", "b")]
+    now = utcnow()
+    claimed = _claim_alone([(d, 0) for d in ids], NO_CAPS, now)
+    assert [c is not None for c in claimed] == [True, True, False, False]
+    attempts = []
+    for c in sorted(claimed[:2], key=lambda c: c.delivery_id):
+        step = next_step(c.attempt_number, 200, c.event_type, RULES)
+        assert groups(c, step)  # a keyed success groups: its release is in its statement
+        attempts.append(dict(claim=c, step=step, rules=RULES, started_at=now, now=now,
+                             duration_ms=5, status_code=200, error=None, excerpt="ok"))
+    return attempts, ids
+
+
+def test_a_batch_of_keyed_successes_releases_each_key_as_alone(engines):
+    results = []
+    for run in (_record_alone, _record_together):
+        attempts, ids = _keyed_records_scenario()
+        done = run(attempts)
+        results.append(([r.status for r in done],
+                         sorted(ids.index(d.delivery_id) for r in done for d in r.released),
+                         [_state(d)[:4] for d in ids]))
+    assert results[0] == results[1]
+    statuses, released, states = results[1]
+    assert statuses == ["done", "done"]
+    assert released == [2, 3]  # each head's record sent the next of its key
+    assert states[2:] == [("pending", 0, False, False)] * 2  # due now, no longer behind
+
+
 def test_a_record_that_is_not_a_plain_success_is_refused_by_the_batch(engines):
     attempts, _, _ = _records_scenario()
     failed = dict(attempts[0], step=next_step(1, 500, "email.sent", RULES), status_code=500)

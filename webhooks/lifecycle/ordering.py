@@ -42,7 +42,7 @@ from webhooks.lifecycle import states, transitions
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, OrderingKey, Subscription
 
-__all__ = ["next_sequence", "clear_of_predecessors", "release_successor",
+__all__ = ["next_sequence", "clear_of_predecessors", "release_successor", "RELEASE", "KEY",
            "forgotten_behind_key", "forget_idle_keys", "UNFINISHED"]
 
 deliveries, ordering_keys = Delivery.__table__, OrderingKey.__table__
@@ -50,6 +50,7 @@ subscriptions = Subscription.__table__
 # Spelled as literals (not bound values) so that the planner matches the predicate of
 # the partial index ix_deliveries_ordering even in a generic plan.
 UNFINISHED = tuple(literal_column(f"'{status}'") for status in ("pending", "sending", "paused"))
+KEY = bindparam("okey", type_=String(200))  # the finished delivery's key (release_successor)
 
 
 def _unfinished_keyed(t):
@@ -78,7 +79,7 @@ def _successor():
     after = deliveries.alias("after_it")
     return (select(after.c.id)
             .where(after.c.subscription_id == bindparam("sub_id", type_=String(36)),
-                   after.c.ordering_key == bindparam("okey", type_=String(200)),
+                   after.c.ordering_key == KEY,
                    _unfinished_keyed(after),
                    after.c.key_sequence > bindparam("kseq", type_=BigInteger))
             .order_by(after.c.key_sequence).limit(1))
@@ -91,7 +92,9 @@ def _queue():
                           states.waiting(waiting))
 
 
-_RELEASE = transitions.release_successor(_successor(), _queue())
+# The record's statement runs RELEASE among its own steps (storage/backends): params
+# sub_id, okey (KEY), kseq, now.
+RELEASE = transitions.release_successor(_successor(), _queue())
 
 
 def release_successor(connection: Connection, subscription_id: str, ordering_key: str,
@@ -101,7 +104,7 @@ def release_successor(connection: Connection, subscription_id: str, ordering_key
     the subscription wait for a free slot, into that queue in its place (a finished
     attempt releases it there, oldest first). Its (id, attempt_count) if it is due now
     (it needs a message), else nothing."""
-    rows = connection.execute(_RELEASE, {"sub_id": subscription_id, "okey": ordering_key,
+    rows = connection.execute(RELEASE, {"sub_id": subscription_id, "okey": ordering_key,
                                          "kseq": key_sequence, "now": now})
     return [(delivery_id, count) for delivery_id, count, parked in rows if not parked]
 

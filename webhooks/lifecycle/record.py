@@ -1,12 +1,13 @@
 """The second hot transition of every attempt: record how it ended, and move on.
 
-Five steps, each written once in SQLAlchemy Core: move the delivery to the
+Six steps, each written once in SQLAlchemy Core: move the delivery to the
 status policy.next_step chose, insert the attempt, move the subscription's
 counter (+1 for a failure, 0 for a success), release the oldest delivery of
-the subscription waiting for the slot this attempt frees, and count the
-attempt in the rollups (rollup.py). Each applies only if the delivery was
-still ours (sending, this attempt number), so a record after the sweep took
-the claim back changes nothing.
+the subscription waiting for the slot this attempt frees, release the next
+delivery of its ordering key if it finished one and that one waits behind it
+(ordering.py), and count the attempt in the rollups (rollup.py). Each
+applies only if the delivery was still ours (sending, this attempt number),
+so a record after the sweep took the claim back changes nothing.
 
 How the engine runs them is its backend's (storage/backends): on PostgreSQL
 one prepared statement of data-modifying CTEs (one round trip), on SQLite the
@@ -26,11 +27,11 @@ from sqlalchemy import Integer, String, Text, bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from webhooks.broker.outbox import Dispatch
-from webhooks.lifecycle import adaptive_pace, ordering, policy
+from webhooks.lifecycle import adaptive_pace, policy
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
-from webhooks.lifecycle.states import FINISHED, DeliveryStatus, PauseReason, waiting
+from webhooks.lifecycle.states import DeliveryStatus, PauseReason, waiting
 from webhooks.operational import notices as operational
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
@@ -48,7 +49,8 @@ class Recorded:
     status: str
     dispatch: Dispatch | None  # the retry's countdown message
     paused_subscription: bool
-    released: tuple[Dispatch, ...] = ()  # deliveries that waited for the slot this attempt frees
+    # deliveries that waited for the slot this attempt frees, or behind it on its key
+    released: tuple[Dispatch, ...] = ()
     notices: tuple[Dispatch, ...] = ()  # operational notices it raised (webhooks/operational)
 
 
@@ -96,10 +98,6 @@ def _release(locking: bool):
 # ---------------------------------------------------------------- the transition
 
 
-def _finished(status) -> bool:
-    return str(getattr(status, "value", status)) in FINISHED
-
-
 def _pause_if_due(connection: Connection, claim: Claim, step: policy.Step, rules: policy.Rules,
                   failures: int | None, now: dt.datetime) -> PauseReason | None:
     """Pause the subscription if this attempt does: at once with the step's reason (410),
@@ -131,10 +129,10 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
                      location, error_kind)
     pacing_on = pace is not None and pace.enabled
     success = step.outcome is policy.Outcome.SUCCESS
-    finishes_keyed = claim.ordering_key is not None and _finished(step.status)
-    if adaptive_pace.needs_transaction(claim, success, pacing_on) or finishes_keyed:
+    if adaptive_pace.needs_transaction(claim, success, pacing_on):
         adaptive_pace.open_transaction(connection)  # a success alone commits on its own
-    # PostgreSQL: the five steps in one prepared statement; SQLite: one by one.
+    # PostgreSQL: the steps in one prepared statement; SQLite: one by one. A keyed
+    # delivery that finished releases the next of its key among them (ordering.py).
     moved = backend_of(connection).record(connection, params, step.is_failure)
     if moved is None:
         return None
@@ -142,9 +140,6 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     if pacing_on:
         adaptive_pace.after_attempt(connection, claim, status_code=status_code,
                                     error_kind=error_kind, success=success, pace=pace, now=now)
-    if finishes_keyed:
-        released = [*released, *(Dispatch(d_id, count) for d_id, count in ordering.release_successor(
-            connection, claim.subscription_id, claim.ordering_key, claim.key_sequence, now))]
     status = step.status
     dispatch = (Dispatch(claim.delivery_id, claim.attempt_number, step.retry_after)
                 if step.wait is policy.Wait.COUNTDOWN else None)
@@ -162,12 +157,12 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
 
 def groups(claim: Claim, step: policy.Step) -> bool:
     """True when recording this attempt is one statement and nothing after it: a success
-    that moves no in-flight limit (its claim read none lowered), releases no successor of
-    an ordering key and pauses nothing. Such records of concurrent attempts may run
-    together (:func:`record_many`, group_commit.py); any other runs alone (:func:`record`)."""
+    that moves no in-flight limit (its claim read none lowered) and pauses nothing (the
+    release of a keyed delivery's successor is one of the statement's steps). Such records
+    of concurrent attempts may run together (:func:`record_many`, group_commit.py); any
+    other runs alone (:func:`record`)."""
     return (step.outcome is policy.Outcome.SUCCESS and step.pause_reason is None
-            and step.wait is policy.Wait.NONE and claim.in_flight_limit is None
-            and claim.ordering_key is None)
+            and step.wait is policy.Wait.NONE and claim.in_flight_limit is None)
 
 
 def record_many(connection: Connection, attempts: Sequence[dict]) -> list[Recorded | None]:
@@ -197,6 +192,7 @@ def _params(claim: Claim, step: policy.Step, started_at: dt.datetime, now: dt.da
         park=step.wait is policy.Wait.PARKED, now=now, t_started=started_at,
         t_duration=duration_ms, code=status_code, err=error, result=step.outcome.value,
         excerpt=excerpt, redirect_to=location, sub_id=claim.subscription_id,
+        okey=claim.ordering_key, kseq=claim.key_sequence,
         kind_of_error=None if error_kind is None else str(getattr(error_kind, "value", error_kind)),
     )
 

@@ -140,7 +140,7 @@ def release_successor(successor, queue) -> Update:
     queue in its place (states.waiting_for_slot: a claim now would only be turned away
     by the cap); returns (id, attempt_count, parked). One that is not behind its key
     (its first message is still on its way) is left alone: its claim finds the way clear."""
-    now = bindparam("now")
+    now = bindparam("now", type_=UTCDateTime)  # typed: the record's statement prepares it
     due, waits = states.made_due(now), states.waiting_for_slot()
     return (update(deliveries)
             .where(deliveries.c.id.in_(successor), states.behind_its_key(deliveries))

@@ -39,7 +39,8 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def record(self, connection, params: dict, is_failure: bool):
-        """Run the record's steps (lifecycle/record.py); None if the claim was taken back,
+        """Run the record's steps (lifecycle/record.py), the release of a finished keyed
+        delivery's successor among them (ordering.py); None if the claim was taken back,
         else (consecutive failures after a failure or None, [released Dispatch])."""
 
     # ---- the same, for a batch (lifecycle/group_commit.py)

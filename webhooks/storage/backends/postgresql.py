@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import contextlib
 
-from sqlalchemy import Integer, any_, bindparam, func, literal, select, text
+from sqlalchemy import (Integer, and_, any_, bindparam, false, func, literal, literal_column,
+                        select, text)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from webhooks.storage.backends import Backend, claim_row_with
@@ -83,15 +84,19 @@ def _records_statement() -> BatchedStatement:
     it runs alone (record_success), in order."""
     from webhooks.lifecycle import record
 
+    id_type = record.deliveries.c.id.type
     returns = [("moved", Integer()), ("failures", Integer()),
-               ("released_id", record.deliveries.c.id.type), ("released_count", Integer())]
+               ("released_id", id_type), ("released_count", Integer()),
+               ("successor_id", id_type), ("successor_count", Integer())]
     return BatchedStatement("records", Body(main=_record_statement(record._COUNT_SUCCESS),
                                             returns=returns))
 
 
 def _record_statement(count):
-    """The record's five steps as data-modifying CTEs; each later one only if the move
-    happened.
+    """The record's steps as data-modifying CTEs; each later one only if the move
+    happened. The sixth, for a keyed delivery (``okey`` not null) that finished, releases
+    the next delivery of its key if that waits behind it (ordering.release_successor's
+    statement); for any other, a one-time filter skips it.
 
     PostgreSQL runs every data-modifying CTE to completion whether or not the
     final SELECT reads it, so that SELECT reads only what the caller uses
@@ -102,9 +107,16 @@ def _record_statement(count):
     from webhooks.lifecycle import record
     from webhooks.storage import rollup
 
+    from webhooks.lifecycle import ordering
+    from webhooks.lifecycle.states import FINISHED
+
     d = record.deliveries
-    moved = record._MOVE.returning(d.c.id, d.c.account_id).cte("moved")
+    moved = record._MOVE.returning(d.c.id, d.c.account_id, d.c.status).cte("moved")
     ours = exists(select(moved.c.id))
+    finished = [literal_column(f"'{status}'") for status in FINISHED]  # literals: prepared
+    finished_keyed = and_(ordering.KEY.is_not(None),
+                          exists(select(moved.c.id).where(moved.c.status.in_(finished))))
+    successor = ordering.RELEASE.where(finished_keyed).cte("successor")
     recorded = (insert(record.attempts)
                 .from_select(["delivery_id", *record._ATTEMPT],
                              select(moved.c.id, *record._ATTEMPT.values()))
@@ -120,7 +132,21 @@ def _record_statement(count):
         select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
         select(released.c.id).scalar_subquery().label("released_id"),
         select(released.c.attempt_count).scalar_subquery().label("released_count"),
+        # Due now, so it needs a message; one put in the queue for a free slot does not.
+        select(successor.c.id).where(successor.c.parked == false())
+        .scalar_subquery().label("successor_id"),
+        select(successor.c.attempt_count).where(successor.c.parked == false())
+        .scalar_subquery().label("successor_count"),
     ).add_cte(recorded, hour_counted, total_counted)
+
+
+def _dispatches(released_id, released_count, successor_id, successor_count) -> list:
+    """The messages a record's row asks for: the delivery released into the slot it freed,
+    and the next of its key released behind it (each if any)."""
+    from webhooks.broker.outbox import Dispatch
+
+    return [Dispatch(delivery_id, count) for delivery_id, count in
+            ((released_id, released_count), (successor_id, successor_count)) if delivery_id]
 
 
 # Rows of backends that are gone, moved into row 0 in one statement. A row whose
@@ -176,27 +202,25 @@ class PostgreSQLBackend(Backend):
         statement = self._record_failure if is_failure else self._record_success
         # A success is this one statement, committed on its own on the attempt engine; a
         # failure opens a transaction, as it may pause the subscription after it (record()).
-        ((moved, failures, released_id, released_count),) = execute_together(
+        ((moved, failures, *released),) = execute_together(
             connection, [(statement, params)], begin=is_failure)
         if not moved:
             return None
-        return failures, [Dispatch(released_id, released_count)] if released_id else []
+        return failures, _dispatches(*released)
 
     def claim_many(self, connection, items: list[dict]) -> list:
         return [row if row[0] is not None else None  # subscription_id: None if not taken
                 for row in self._claims.run(connection, items)]
 
     def record_many(self, connection, items: list[dict]) -> list:
-        from webhooks.broker.outbox import Dispatch
-
         # Each subscription's rows (its counters, its waiting deliveries) are taken in one
         # order by every batch: by subscription, then delivery.
         order = sorted(range(len(items)), key=lambda i: (items[i]["sub_id"], items[i]["d_id"]))
         rows = self._records.run(connection, [items[i] for i in order])
         answers: list = [None] * len(items)
-        for i, (moved, _, released_id, released_count) in zip(order, rows):
+        for i, (moved, _, *released) in zip(order, rows):
             if moved:
-                answers[i] = [Dispatch(released_id, released_count)] if released_id else []
+                answers[i] = _dispatches(*released)
         return answers
 
     def insert_event_once(self):

@@ -17,6 +17,17 @@ from webhooks.storage.backends import Backend, always_alone, claim_row_with
 __all__ = ["SQLiteBackend"]
 
 
+def _successor(connection, params: dict) -> list[tuple[str, int]]:
+    """The next delivery of a keyed one that finished, released behind it (ordering.py)."""
+    from webhooks.lifecycle import ordering
+    from webhooks.lifecycle.states import FINISHED
+
+    if params["okey"] is None or params["new_status"] not in FINISHED:
+        return []
+    return ordering.release_successor(connection, params["sub_id"], params["okey"],
+                                      params["kseq"], params["now"])
+
+
 class SQLiteBackend(Backend):
     name = "sqlite"
     emits_in_one_statement = False
@@ -67,7 +78,8 @@ class SQLiteBackend(Backend):
             connection.execute(record._COUNT_SUCCESS, params)
             failures = None
         released = connection.execute(self._release, params).all()
-        return failures, [Dispatch(delivery_id, count) for delivery_id, count in released]
+        return failures, [Dispatch(delivery_id, count)
+                          for delivery_id, count in [*released, *_successor(connection, params)]]
 
     def claim_many(self, connection, items: list[dict]) -> list:
         # One by one, in the caller's transaction (BEGIN IMMEDIATE: one writer at a time).
