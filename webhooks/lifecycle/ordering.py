@@ -14,7 +14,9 @@ partial index ``ix_deliveries_ordering``. One it refuses waits
 (``states.behind_its_key``) without a message; the record of the delivery
 before it, once that is ``done``, ``failed`` or ``dead``, makes it due, or
 puts it in the queue for a free slot when one is waiting
-(:func:`release_successor`), and the sweep does so for a release that was
+(:func:`release_successor`; on PostgreSQL its statement, :data:`RELEASE`, is a
+step of the record's own statement, so a keyed success records as one
+statement and groups with others), and the sweep does so for a release that was
 missed (:func:`forgotten_behind_key`: a claim refused just as its
 predecessor finished). No lock is held while a POST is in flight.
 
