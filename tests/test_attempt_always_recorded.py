@@ -79,6 +79,31 @@ def test_a_record_that_raises_is_recorded_again_as_an_internal_error(any_db, qui
     assert (status, rows) == ("pending", [(1, None, "internal error: ValueError", "retry", None)])
 
 
+def test_a_record_whose_connection_is_lost_is_recorded_again_as_it_was(any_db, quiet_publish,
+                                                                         monkeypatch):
+    """Lost twice in a row (the one retry of _in_transaction included), the record is run
+    once more as it was: its 200 is recorded, not a false internal error that would send
+    the receiver the delivery again."""
+    from sqlalchemy.exc import OperationalError
+
+    real_record = delivery_module.record
+    calls = []
+
+    def record_that_loses_its_connection_twice(connection, claim, **fields):
+        calls.append(fields["status_code"])
+        if len(calls) <= 2:
+            raise OperationalError("PREPARE", {}, Exception("server closed the connection"),
+                                   connection_invalidated=True)
+        return real_record(connection, claim, **fields)
+
+    monkeypatch.setattr(delivery_module, "record", record_that_loses_its_connection_twice)
+    delivery_id = _delivery_to("http://127.0.0.1:9/x")
+    ok = lambda url, body, headers: AttemptResult(200, None, 5, "fine")  # noqa: E731
+    assert run_attempt(delivery_id, 0, sender=ok) == "done"
+    assert calls == [200, 200, 200]
+    assert _state(delivery_id) == ("done", [(1, 200, None, "success", "fine")])
+
+
 def test_a_body_with_nul_and_junk_is_stored_as_text(any_db, quiet_publish):
     """The sender hands over text that PostgreSQL would refuse; the record cleans it."""
     delivery_id = _delivery_to("http://127.0.0.1:9/x")

@@ -239,14 +239,30 @@ def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
 def _record_or_internal_error(engine, claim, result, started_at, settings):
     """Record the attempt; if that raises, record it as a failed attempt ("internal error:
     <type>") instead, so the delivery moves on the ladder. Raises only if that fails too
-    (the database is unreachable: the sweep recovers the claim)."""
+    (the database is unreachable: the sweep recovers the claim).
+
+    A record that lost its connection (twice: _in_transaction retries once) is tried
+    again as it was, not as an internal error: the attempt's answer is known, and a
+    false failure would send the receiver the delivery again."""
     try:
         return _record(engine, claim, result, started_at, settings)
+    except OperationalError as exc:
+        if not exc.connection_invalidated:
+            return _record_internal_error(engine, claim, result, started_at, settings, exc)
+        log.warning("recording attempt %d of delivery %s lost its connection again; "
+                    "recording it once more", claim.attempt_number, claim.delivery_id)
+        return _record(engine, claim, result, started_at, settings)
     except Exception as exc:  # noqa: BLE001 - defence in depth, as in _send
-        log.exception("recording attempt %d of delivery %s failed; recording an internal error",
-                      claim.attempt_number, claim.delivery_id)
-        fallback = AttemptResult.failed(internal_error(exc), result.duration_ms)
-        return _record(engine, claim, fallback, started_at, settings)
+        return _record_internal_error(engine, claim, result, started_at, settings, exc)
+
+
+def _record_internal_error(engine, claim, result, started_at, settings, exc):
+    """Record the attempt as a failed one of ours ("internal error: <type>"), after its
+    record raised ``exc``."""
+    log.error("recording attempt %d of delivery %s failed; recording an internal error",
+              claim.attempt_number, claim.delivery_id, exc_info=exc)
+    fallback = AttemptResult.failed(internal_error(exc), result.duration_ms)
+    return _record(engine, claim, fallback, started_at, settings)
 
 
 def _record(engine, claim, result, started_at, settings) -> _Finished | None:
