@@ -164,7 +164,12 @@ def test_ctrl_c_stops_all_three_and_the_next_start_resumes_where_it_stopped(tmp_
     failing.terminate()
     receiver = procs.listen(tmp_path, env, receiver_port, subscription["secret"])
     dev = procs.dev(tmp_path, env, port)
-    receiver.wait_for(rf"delivery={delivery_id}\s+attempt=2\s+verified\s+-> 200$", 40)
+    # Attempt 2, or 3 once on a machine at load 13 (attempt 2 ended before the receiver
+    # answered 200: most likely the stop overran the 6 s step and sent it to the failing
+    # receiver). Either way the retry rode a countdown message: the sweep waits 300 s.
+    arrived = receiver.wait_for(rf"delivery={delivery_id}\s+attempt=(\d+)\s+verified\s+-> 200$",
+                                40)
+    assert int(arrived.group(1)) in (2, 3)
     assert dev.interrupt(timeout=60) == 0
 
 
