@@ -25,7 +25,7 @@ from sqlalchemy import insert, select
 from tests.factories import make_account, make_subscription
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import use_env, wait_until
-from tests.support.worker import BeatProcess, WorkerProcess
+from tests.support.worker import BeatProcess, WorkerProcess, empty_broker
 from webhooks.storage.db import get_engine
 from webhooks.storage.models import ScheduledRun
 
@@ -47,12 +47,7 @@ REFUSED = re.compile(r"webhooks\.sweep: the run of slot (\S+) was made already \
 
 @pytest.fixture(scope="module")
 def worker(postgres):
-    from tests.support import services
-
-    services.check_redis()
-    import redis
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
+    empty_broker()
     process = WorkerProcess(ENV, pool="threads", concurrency=4, beat=False,
                             loglevel="DEBUG").start()
     yield process

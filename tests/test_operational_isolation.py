@@ -15,7 +15,7 @@ from tests.factories import make_account, make_subscription
 from tests.operational_helpers import add_endpoint, operator_deliveries
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
-from tests.support.worker import WorkerProcess
+from tests.support.worker import emit_with, running_worker
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import session_scope
@@ -36,24 +36,12 @@ WORKER_ENV = {
 
 @pytest.fixture(scope="module")
 def worker(postgres):
-    from tests.support import services
-
-    services.check_redis()
-    import redis
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    process = WorkerProcess(WORKER_ENV, concurrency=2).start()
-    yield process
-    process.stop()  # ends the attempt still hanging
+    yield from running_worker(WORKER_ENV, concurrency=2)  # ends the attempt still hanging
 
 
 @pytest.fixture
 def account(worker, db, receiver, monkeypatch):
-    from webhooks.config import reset_settings_cache
-
-    for name, value in WORKER_ENV.items():
-        monkeypatch.setenv(name, value)
-    reset_settings_cache()
+    emit_with(monkeypatch, WORKER_ENV)
     return make_account()[0]
 
 

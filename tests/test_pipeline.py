@@ -11,7 +11,7 @@ from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
 from tests.support.services import PG_URL, REDIS_URL
-from tests.support.worker import WorkerProcess
+from tests.support.worker import emit_with, running_worker
 from webhooks import emit_event
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
 from webhooks.events.samples import sample_data
@@ -36,25 +36,13 @@ HEADERS = ["Version", "Signature", "Event", "Mode", "Event-Id", "Delivery-Id", "
 
 @pytest.fixture(scope="module")
 def worker(postgres):
-    from tests.support import services
-
-    services.check_redis()
-    import redis
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    process = WorkerProcess(WORKER_ENV).start()
-    yield process
-    process.stop()
+    yield from running_worker(WORKER_ENV)
 
 
 @pytest.fixture
 def pipeline(worker, db, receiver, monkeypatch):
     """The worker is running; this process emits with the worker's settings."""
-    from webhooks.config import reset_settings_cache
-
-    for name, value in WORKER_ENV.items():
-        monkeypatch.setenv(name, value)
-    reset_settings_cache()
+    emit_with(monkeypatch, WORKER_ENV)
     if worker.process.poll() is not None:  # a previous test killed it
         worker.start()
     account_id, _ = make_account()
@@ -154,7 +142,7 @@ def test_429_then_200_ends_done(pipeline, receiver):
 
 
 def test_25_consecutive_failures_pause_then_resume_delivers_what_was_held(pipeline, receiver):
-    from webhooks.broker import celery_app, outbox
+    from webhooks.broker import outbox
     from webhooks.lifecycle import changes as store
 
     receiver.script("/broken", 503)

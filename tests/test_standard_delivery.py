@@ -11,8 +11,7 @@ import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.factories import make_account, make_subscription
-from tests.support.services import REDIS_URL
-from tests.support.worker import WorkerProcess
+from tests.support.worker import emit_with, running_worker
 from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
@@ -25,24 +24,12 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def worker(postgres):
-    from tests.support import services
-
-    services.check_redis()
-    import redis
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    process = WorkerProcess(WORKER_ENV).start()
-    yield process
-    process.stop()
+    yield from running_worker(WORKER_ENV)
 
 
 @pytest.fixture
 def account(worker, db, receiver, monkeypatch):
-    from webhooks.config import reset_settings_cache
-
-    for name, value in WORKER_ENV.items():
-        monkeypatch.setenv(name, value)
-    reset_settings_cache()
+    emit_with(monkeypatch, WORKER_ENV)
     account_id, _ = make_account()
     return account_id
 

@@ -16,7 +16,7 @@ from sqlalchemy import func, select, update
 from tests.factories import make_account, make_subscription
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
-from tests.support.worker import WorkerProcess
+from tests.support.worker import WorkerProcess, emit_with, empty_broker
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import session_scope
@@ -35,16 +35,8 @@ ENV = {
 
 @pytest.fixture
 def worker(postgres, db, monkeypatch):
-    from tests.support import services
-    from webhooks.config import reset_settings_cache
-
-    services.check_redis()
-    import redis
-
-    redis.Redis.from_url(REDIS_URL).flushdb()
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    reset_settings_cache()
+    empty_broker()
+    emit_with(monkeypatch, ENV)
     process = WorkerProcess(ENV, pool="threads", concurrency=4, beat=True).start()
     yield process
     process.stop()

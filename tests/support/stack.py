@@ -17,7 +17,7 @@ import time
 from typing import Callable
 
 from tests.support.services import PG_ADMIN_URL, PG_TEST_DB, PG_URL, REDIS_URL
-from tests.support.worker import WorkerProcess
+from tests.support.worker import WorkerProcess, emit_with
 
 __all__ = ["worker_env", "Workers", "wait_until", "terminate_backends", "use_env"]
 
@@ -43,13 +43,7 @@ def worker_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def use_env(monkeypatch, env: dict[str, str]) -> None:
-    """Make this test process read ``env`` too (it emits with the workers' settings)."""
-    from webhooks.config import reset_settings_cache
-
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    reset_settings_cache()
+use_env = emit_with  # tests/support/worker.py: this process reads the workers' settings too
 
 
 def wait_until(condition: Callable, timeout: float = 30.0, interval: float = 0.1, what: str = "it"):

@@ -95,21 +95,46 @@ class WorkerProcess(ProcessGroup):
 
 
 
-def threads_worker(monkeypatch, settings: dict[str, str], *, concurrency: int) -> WorkerProcess:
-    """A started threads worker (with beat) on the tests' PostgreSQL and an emptied Redis,
-    with ``settings`` (WEBHOOKS_* names) for it and for this process, which emits."""
+def empty_broker() -> None:
+    """The tests' Redis, checked (skip or fail as services.py says) and emptied: a real
+    worker starts on a broker with no message of an earlier test."""
     import redis
 
     from tests.support import services
-    from webhooks.config import reset_settings_cache
 
     services.check_redis()
     redis.Redis.from_url(services.REDIS_URL).flushdb()
-    env = {"WEBHOOKS_DATABASE_URL": services.PG_URL, "WEBHOOKS_BROKER_URL": services.REDIS_URL,
-           **settings}
+
+
+def emit_with(monkeypatch, env: dict[str, str]) -> None:
+    """Make this test process read ``env`` too (it emits with the workers' settings)."""
+    from webhooks.config import reset_settings_cache
+
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     reset_settings_cache()
+
+
+def running_worker(env: dict[str, str], **options):
+    """For a fixture: a worker started with ``env`` (and WorkerProcess ``options``) on an
+    emptied broker, yielded, and stopped after."""
+    empty_broker()
+    process = WorkerProcess(env, **options).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def threads_worker(monkeypatch, settings: dict[str, str], *, concurrency: int) -> WorkerProcess:
+    """A started threads worker (with beat) on the tests' PostgreSQL and an emptied Redis,
+    with ``settings`` (WEBHOOKS_* names) for it and for this process, which emits."""
+    from tests.support import services
+
+    empty_broker()
+    env = {"WEBHOOKS_DATABASE_URL": services.PG_URL, "WEBHOOKS_BROKER_URL": services.REDIS_URL,
+           **settings}
+    emit_with(monkeypatch, env)
     return WorkerProcess(env, pool="threads", concurrency=concurrency, beat=True).start()
 
 

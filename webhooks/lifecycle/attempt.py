@@ -33,7 +33,6 @@ from webhooks.sender.retry_after import retry_after_seconds
 from webhooks.signing import sign, standard_headers
 from webhooks.storage import clock
 from webhooks.storage.db import attempt_transaction, get_attempt_engine
-from webhooks.storage.models import utcnow
 from webhooks.storage.receiver_text import storable_text
 from webhooks.tenants import custom_headers
 from webhooks.tenants.schemes import SignatureScheme

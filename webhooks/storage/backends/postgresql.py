@@ -197,7 +197,6 @@ class PostgreSQLBackend(Backend):
         return rows[0] if rows else None
 
     def record(self, connection, params: dict, is_failure: bool):
-        from webhooks.broker.outbox import Dispatch
 
         statement = self._record_failure if is_failure else self._record_success
         # A success is this one statement, committed on its own on the attempt engine; a
