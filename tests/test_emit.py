@@ -205,6 +205,56 @@ def test_broker_down_costs_the_caller_nothing(db, monkeypatch):
     assert time.monotonic() - started < 0.5  # the known-down broker is skipped for a while
 
 
+def test_a_publish_that_hangs_is_parked_by_its_caller_and_the_next_at_once(db, monkeypatch):
+    """A broker cut off (its packets dropped, behind Sentinels) can hold the publisher
+    thread far past any one time-out: the caller gives up after its wait, parks its
+    deliveries itself, and while the broker is taken for down the next caller parks at
+    once instead of queueing behind the hung publish."""
+    import threading
+
+    from webhooks.broker import outbox
+    from webhooks.storage.db import session_scope
+
+    account_id, _ = make_account()
+    make_subscription(account_id, "https://example.com/hook")
+    hung, release = threading.Event(), threading.Event()
+
+    def hang(items):
+        hung.set()
+        release.wait(30)
+        return 0
+
+    monkeypatch.setattr(outbox, "_broker_down_until", 0.0)
+    monkeypatch.setattr("webhooks.broker.outbox.publish_batch", hang)
+    monkeypatch.setattr(outbox, "publish_wait", lambda: 0.3)
+    try:
+        started = time.monotonic()
+        first = emit_event(account_id, "email.sent", sample_data("email.sent"))
+        waited = time.monotonic() - started
+        assert hung.is_set() and 0.3 <= waited < 2
+        started = time.monotonic()
+        second = emit_event(account_id, "email.sent", sample_data("email.sent"))
+        assert time.monotonic() - started < 0.25  # parked at once, not behind the hang
+        with session_scope() as session:
+            rows = [session.get(Delivery, event.delivery_ids[0]) for event in (first, second)]
+            assert [(row.status, row.parked) for row in rows] == [("pending", True)] * 2
+    finally:
+        release.set()
+        outbox.flush(10)
+
+
+def test_the_wait_of_a_publish_follows_the_publish_timeout(monkeypatch):
+    from webhooks.broker import outbox
+    from webhooks.config import reset_settings_cache
+
+    monkeypatch.setenv("WEBHOOKS_PUBLISH_TIMEOUT", "2")
+    reset_settings_cache()
+    assert outbox.publish_wait() == 7.0  # to connect, then 5 s for a broker that never answers
+    monkeypatch.setenv("WEBHOOKS_PUBLISH_TIMEOUT", "8")
+    reset_settings_cache()
+    assert outbox.publish_wait() == 16.0
+
+
 def test_a_failing_publish_does_not_stop_the_publisher(db, monkeypatch, published):
     from webhooks.broker import outbox
     from webhooks.broker import outbox

@@ -19,9 +19,9 @@ items; the caller hands them here, never to Celery:
   to sweep now (a resume).
 
 Publishing never raises: a broker that is down costs the caller at most about
-``WEBHOOKS_PUBLISH_TIMEOUT`` seconds once, then publishing is skipped for
-``BROKER_DOWN_BACKOFF_S`` seconds, and what was not sent is parked for the
-sweep. What a crash loses before it is published is still pending in the
+``WEBHOOKS_PUBLISH_TIMEOUT`` seconds once (:func:`publish_wait` when it cannot
+be reached at all), then publishing is skipped for ``BROKER_DOWN_BACKOFF_S``
+seconds, and what was not sent is parked for the sweep. What a crash loses before it is published is still pending in the
 database, and the sweep re-sends it after WEBHOOKS_RECOVER_AFTER seconds.
 
 :func:`on_commit` is the one after-commit mechanism, on SQLAlchemy's session
@@ -45,6 +45,7 @@ from sqlalchemy import event as sa_event
 from sqlalchemy.orm import Session, scoped_session
 
 from webhooks.broker import celery_app as broker_app
+from webhooks.config import get_settings
 from webhooks.lifecycle import transitions
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import utcnow
@@ -179,9 +180,28 @@ def publish_now(dispatches: Sequence[Dispatch]) -> int:
 
 EXIT_FLUSH_S = 5.0  # how long a finishing process waits for its messages to go out
 MAX_BATCH = 5000
-# Seconds a caller of publish() waits at most: the broker's own time-outs end a publish
-# long before this; past it the rows stay pending and the sweep sends them.
-PUBLISH_WAIT_S = 30.0
+
+
+def publish_wait() -> float:
+    """Seconds a caller of publish() waits at most for its messages: the connection's
+    ``WEBHOOKS_PUBLISH_TIMEOUT`` plus the time a broker that accepts but never answers is
+    given (celeryconfig's socket time-out, at least 5 s). A broker cut off behind
+    Sentinels can hold the publisher far longer (a connection time-out per Sentinel, per
+    try): the caller parks its deliveries then instead of waiting for it."""
+    timeout = get_settings().publish_timeout
+    return timeout + max(timeout, 5.0)
+
+
+def _park_here(dispatches: Sequence[Dispatch]) -> None:
+    """Park ``dispatches`` from the calling thread. Never raises (publishing never does): if
+    the database refuses too, they stay pending and the sweep recovers them after
+    WEBHOOKS_RECOVER_AFTER."""
+    try:
+        with session_scope() as session:
+            park(session, [item.delivery_id for item in dispatches])
+    except Exception:  # noqa: BLE001
+        log.exception("parking %d deliveries failed; the sweep will recover them",
+                      len(dispatches))
 
 
 def publish_batch(batch: Sequence) -> int:
@@ -212,13 +232,25 @@ class BackgroundPublisher:
         self._queue.put((list(dispatches), done))
         return done
 
-    def publish(self, dispatches: Sequence, timeout: float = PUBLISH_WAIT_S) -> bool:
+    def publish(self, dispatches: Sequence, timeout: float | None = None) -> bool:
         """Publish with whatever other threads submitted meanwhile; return once these were
-        published or parked (True), or after ``timeout`` seconds (False: the sweep sends them)."""
+        published or parked (True), or after ``timeout`` seconds (default
+        :func:`publish_wait`; False): then the broker is taken for down and the caller
+        parks them itself, so the sweep sends them within its interval. While the broker
+        is taken for down, they are parked at once, not queued behind a publish that hangs.
+
+        If the publisher sends them after all, the sweep's message for them is a duplicate,
+        and a duplicate message claims nothing."""
+        if dispatches and _broker_marked_down():
+            _park_here(dispatches)
+            return True
+        timeout = publish_wait() if timeout is None else timeout
         published = self.submit(dispatches).wait(timeout)
         if not published:
-            log.warning("%d deliveries not published within %g s; the sweep will send them",
+            log.warning("%d deliveries not published within %g s; parked for the sweep",
                         len(dispatches), timeout)
+            _mark_broker_down()
+            _park_here(dispatches)
         return published
 
     def flush(self, timeout: float | None = None) -> bool:
