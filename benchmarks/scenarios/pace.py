@@ -25,8 +25,11 @@ import http.server
 import threading
 import time
 
+from sqlalchemy.engine import make_url
+
 from .. import seed, services
 from ..context import Context
+from ..meter import Meter
 from . import Row
 from .common import fmt
 
@@ -137,6 +140,29 @@ def _final_state(subscription_id: str) -> tuple[int | None, float | None, int]:
     return limit, rate, dead
 
 
+def _drain(receiver: LimitedReceiver, subscription_id: str, n: int, deadline: float,
+           worker, database: str) -> dict:
+    """Wait until each delivery arrived or ended dead (the ladder ran out on 429s), or the
+    deadline; what the drain cost per delivery that arrived: PostgreSQL commits and CPU
+    and the worker's CPU (meter.py; its start-up excluded, the sweep's process not counted)."""
+    from webhooks.storage.db import get_engine
+
+    with get_engine().connect() as connection:
+        connection = connection.execution_options(isolation_level="AUTOCOMMIT")
+        meter = Meter(connection, database, {"worker": [worker.pid]}, wal=False)
+        meter.start()
+        while (len(receiver.delivered) + _final_state(subscription_id)[2] < n
+               and time.monotonic() < deadline):
+            time.sleep(1.0)
+            meter.sample()
+        meter.stop()
+        figures = meter.per_delivery(len(receiver.delivered))
+    return {key: figures[key] for key in COST_KEYS}
+
+
+COST_KEYS = ("pg_commits_per_delivery", "pg_cpu_ms_per_delivery", "worker_cpu_ms_per_delivery")
+
+
 def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
     from webhooks.config import get_settings
 
@@ -154,10 +180,8 @@ def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
             WEBHOOKS_SWEEP_INTERVAL=ctx.sizes.sweep_interval)
         deadline = time.monotonic() + n / capacity * 4 + 120
         try:
-            # Until each delivery arrived or ended dead (the ladder ran out on 429s).
-            while (len(receiver.delivered) + _final_state(target.subscription_id)[2] < n
-                   and time.monotonic() < deadline):
-                time.sleep(1.0)
+            cost = _drain(receiver, target.subscription_id, n, deadline, worker,
+                          make_url(ctx.options.database_url).database)
         finally:
             ctx.stop(worker, beat)
         limit, rate, dead = _final_state(target.subscription_id)
@@ -174,7 +198,7 @@ def measure(ctx: Context, capacity: int, adaptive: bool, n: int) -> dict:
             "of_capacity": None if not seconds else round(delivered / seconds / capacity, 3),
             "attempts": attempts, "dead": dead, "limit_at_end": limit,
             "rate_at_end": None if rate is None else round(rate, 2),
-            "timeline": receiver.timeline(),
+            **cost, "timeline": receiver.timeline(),
         }
     finally:
         receiver.stop()
@@ -193,7 +217,10 @@ def run(ctx: Context) -> dict:
                   f"({fmt(leg['settled_share_429'], '.1%')} once settled), "
                   f"{fmt(leg['seconds'])} s to drain {leg['delivered']}/{n} "
                   f"({leg['dead']} dead, in-flight limit at end {leg['limit_at_end']}, "
-                  f"rate at end {leg['rate_at_end']})", flush=True)
+                  f"rate at end {leg['rate_at_end']}; per delivery: "
+                  f"{fmt(leg['pg_commits_per_delivery'], '.2f')} commits, worker CPU "
+                  f"{fmt(leg['worker_cpu_ms_per_delivery'], '.2f')} ms, PostgreSQL CPU "
+                  f"{fmt(leg['pg_cpu_ms_per_delivery'], '.2f')} ms)", flush=True)
     result = {"deliveries": n, "pool": ctx.options.scenario_pool.label, "ladder_s": LADDER,
               "legs": legs}
     ctx.results["pace"] = result
@@ -214,5 +241,9 @@ def rows(results: dict) -> list[Row]:
                 Row("pace", f"{name}: share answered 429", leg["share_429"]),
                 Row("pace", f"{name}: share answered 429 once settled",
                     leg.get("settled_share_429"), "", "< 0.05" if on else ""),
-                Row("pace", f"{name}: drain of {leg['n']}", leg["seconds"], "s")]
+                Row("pace", f"{name}: drain of {leg['n']}", leg["seconds"], "s"),
+                Row("pace", f"{name}: PostgreSQL commits per delivery",
+                    leg.get("pg_commits_per_delivery")),
+                Row("pace", f"{name}: worker CPU per delivery",
+                    leg.get("worker_cpu_ms_per_delivery"), "ms")]
     return out
