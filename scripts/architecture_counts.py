@@ -89,20 +89,31 @@ def _module_of(package: str, name: str) -> str:
     return package
 
 
-def web_core_imports() -> dict[str, list[str]]:
-    """The ``webhooks.*`` modules web/ imports, each with the web files that do."""
+def _imports_of(folder: pathlib.Path, package: str) -> dict[str, list[str]]:
+    """The ``package.*`` modules the files of ``folder`` import, each with the files that do."""
     found: dict[str, list[str]] = {}
-    for name, text in _sources(WEB):
+    for name, text in _sources(folder):
         for node in ast.walk(ast.parse(text)):
             modules = []
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                if node.module == "webhooks" or node.module.startswith("webhooks."):
+                if node.module == package or node.module.startswith(f"{package}."):
                     modules = [_module_of(node.module, alias.name) for alias in node.names]
             elif isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names if alias.name.startswith("webhooks.")]
+                modules = [alias.name for alias in node.names
+                           if alias.name.startswith(f"{package}.")]
             for module in modules:
                 found.setdefault(module, []).append(name)
     return found
+
+
+def web_core_imports() -> dict[str, list[str]]:
+    """The ``webhooks.*`` modules web/ imports, each with the web files that do."""
+    return _imports_of(WEB, "webhooks")
+
+
+def core_web_imports() -> dict[str, list[str]]:
+    """The ``web.*`` modules the core (webhooks/) imports: none, the core is below the web."""
+    return _imports_of(CORE, "web")
 
 
 def main() -> int:
@@ -113,6 +124,10 @@ def main() -> int:
     print(f"dialect branches outside {BACKENDS_PREFIX}: {len(branches)}")
     for site in branches:
         print(f"    {site}")
+    upward = core_web_imports()
+    print(f"web modules imported by the core (webhooks/): {len(upward)}")
+    for module in sorted(upward):
+        print(f"    {module}  ({', '.join(sorted(set(upward[module])))})")
     print(f"core modules imported by web/: {len(imports)}")
     for module in sorted(imports):
         print(f"    {module}  ({len(set(imports[module]))} files)")

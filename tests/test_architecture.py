@@ -28,3 +28,7 @@ def test_web_reaches_no_lifecycle_or_broker_module_but_through_services():
     internal = sorted(module for module in imported
                       if module.startswith(("webhooks.lifecycle", "webhooks.tenants", "webhooks.emit")))
     assert internal == []
+
+
+def test_the_core_imports_nothing_of_the_web_layer():
+    assert _counts().core_web_imports() == {}

@@ -1,4 +1,4 @@
-"""Property: every URL web/targets.py accepts is read the same by urlsplit and by the
+"""Property: every URL webhooks/sender/target_urls.py accepts is read the same by urlsplit and by the
 transport (requests prepares it, urllib3 and urlparse read the prepared URL), so the
 host checked at creation is the host a delivery connects to."""
 
@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.examples import examples
-from web.targets import as_sent, url_problem
+from webhooks.sender.target_urls import as_sent, url_problem
 
 # The characters that move the boundaries of a URL's parts, and a few ordinary ones.
 _TRICKY = st.sampled_from(list("\\@#?/:%[]._-") + ["%40", "%2f", "%5c", "%31", "127.0.0.1",

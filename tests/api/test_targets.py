@@ -1,4 +1,4 @@
-"""Which subscription URLs the API accepts (web/targets.py): special IPv6 ranges, and the
+"""Which subscription URLs the API accepts (webhooks/sender/target_urls.py, web/targets.py): special IPv6 ranges, and the
 URL read exactly as the transport (requests, urllib3) will read it when it sends."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_a_url_whose_parsers_disagree_is_refused_with_both_readings(monkeypatch)
     """As if urllib3 read another host than urlsplit: the URL is refused, naming both."""
     from urllib3.util import Url
 
-    from web import targets
+    from webhooks.sender import target_urls as targets
 
     monkeypatch.setattr(targets, "parse_url", lambda url: Url(scheme="http", host="10.0.0.1"))
     problem = targets.url_problem("http://hooks.example.com/in")

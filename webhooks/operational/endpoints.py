@@ -2,7 +2,7 @@
 
 An endpoint is a subscription of the operator account (operator.py) to some of
 the four operational types (catalogue.py), every one if none is named. Its URL
-is judged by the rule subscription URLs are (web/targets.py: well-formed http(s),
+is judged by the rule subscription URLs are (sender/target_urls.py: well-formed http(s),
 no private address unless WEBHOOKS_ALLOW_PRIVATE_TARGETS); a refused URL or an
 unknown type changes nothing. Each endpoint may have at most
 WEBHOOKS_OPERATIONAL_MAX_IN_FLIGHT attempts in flight (its ``max_in_flight``,
@@ -22,6 +22,7 @@ from webhooks.lifecycle.states import PUBLIC_STATUSES, SubscriptionStatus, publi
 from webhooks.operational.catalogue import OPERATIONAL_TYPES, unknown_types
 from webhooks.operational.operator import OPERATOR_ACCOUNT_ID, operator_account
 from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.sender.target_urls import target_refusal, url_problem
 
 __all__ = ["InvalidEndpoint", "add", "listing", "resume", "remove", "parse_types"]
 
@@ -50,17 +51,10 @@ def parse_types(text: str | None) -> list[str]:
 
 def url_refusal(url: str) -> str | None:
     """Why ``url`` cannot be an operational endpoint, or None: the subscriptions' rule."""
-    from web.errors import ApiError
-    from web.targets import check_target_allowed, url_problem
-
     problem = url_problem(url)
     if problem:
         return f"the url is refused: {problem}"
-    try:
-        check_target_allowed(url)
-    except ApiError as refused:
-        return refused.message
-    return None
+    return target_refusal(url)
 
 
 def add(session: Session, url: str, event_types: list[str]) -> Subscription:
