@@ -50,7 +50,7 @@ from webhooks.storage.db import session_scope
 from webhooks.storage.models import utcnow
 
 __all__ = ["Dispatch", "send_to_broker", "request_sweep", "publish_now", "park", "publish", "submit",
-           "flush", "BackgroundPublisher", "on_commit", "publish_after_commit",
+           "wait_published", "flush", "BackgroundPublisher", "on_commit", "publish_after_commit",
            "request_sweep_after_commit"]
 
 log = logging.getLogger("webhooks.outbox")  # its name from before the move: log searches use it
@@ -215,11 +215,7 @@ class BackgroundPublisher:
     def publish(self, dispatches: Sequence, timeout: float = PUBLISH_WAIT_S) -> bool:
         """Publish with whatever other threads submitted meanwhile; return once these were
         published or parked (True), or after ``timeout`` seconds (False: the sweep sends them)."""
-        published = self.submit(dispatches).wait(timeout)
-        if not published:
-            log.warning("%d deliveries not published within %g s; the sweep will send them",
-                        len(dispatches), timeout)
-        return published
+        return wait_published(self.submit(dispatches), len(dispatches), timeout)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything submitted so far was published or parked; False on time-out."""
@@ -264,6 +260,18 @@ class BackgroundPublisher:
                 self._outstanding -= len(batch)
                 if not self._outstanding:
                     self._idle.notify_all()
+
+
+def wait_published(submitted: threading.Event, count: int, timeout: float = PUBLISH_WAIT_S) -> bool:
+    """Wait until the ``count`` messages that ``submitted`` (BackgroundPublisher.submit's
+    answer) stands for were published or parked (True), or ``timeout`` seconds (False:
+    the sweep sends them). emit_event's callers whose events were stored in one batch
+    wait so on the one submission that carried all their messages (emit.py)."""
+    published = submitted.wait(timeout)
+    if not published:
+        log.warning("%d deliveries not published within %g s; the sweep will send them",
+                    count, timeout)
+    return published
 
 
 _publisher = BackgroundPublisher()
