@@ -15,6 +15,7 @@ with SIGKILL after the measured window.
 from __future__ import annotations
 
 import argparse
+import logging
 import threading
 import uuid
 
@@ -108,6 +109,10 @@ def main(argv=None) -> None:
     if args.threads < 1 or (args.threads > 1 and args.kind != "service"):
         parser.error("--threads is 1 or more, and only for --kind service")
     if args.kind == "service":
+        # The group commit's lines (every 10 s while emit_event calls form batches: how
+        # many per statement) go to this emitter's log (--keep-logs keeps it).
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger("webhooks.group_commit").setLevel(logging.INFO)
         gated(args, _service(accounts), args.threads)
     else:
         gated(args, _ceiling())
