@@ -5,6 +5,8 @@ subscription; the deliver messages are handed to the process's publisher
 (webhooks/broker/outbox.py) only after that transaction commits (a worker must never look
 for a row it cannot see yet), and emit_event returns once the broker took
 them. If publishing fails, the deliveries are parked and the sweep sends them.
+On PostgreSQL, calls of one process's threads that come together (no session,
+no ordering key) share that transaction: group commit (``_emits``).
 """
 
 from __future__ import annotations
