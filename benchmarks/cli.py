@@ -54,6 +54,8 @@ SIZE_OPTIONS = [
     ("--tenants", "tenants", int, "accounts of the realistic and shared subscriptions (10)"),
     ("--shared-seconds", "shared_seconds", float, "the shared scenario's timed window, s (30)"),
     ("--shared-emitters", "shared_emitters", int, "emitting processes in the shared scenario (2)"),
+    ("--shared-emitter-threads", "shared_emitter_threads", int,
+     "threads calling emit_event in each of the shared scenario's service emitters (1)"),
     ("--shared-workers", "shared_workers", int,
      "worker processes of the service and of django-webhook2 in the shared scenario (1)"),
     ("--shared-backlog", "shared_backlog", int,

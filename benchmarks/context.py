@@ -103,6 +103,7 @@ class Sizes:
     shared_warmup: float = 3.0  # s from the first arrival to the start of that window
     shared_monitor_seconds: float = 5.0  # a further window counting Redis commands (MONITOR)
     shared_emitters: int = 2  # emitting processes
+    shared_emitter_threads: int = 1  # threads calling emit_event in each (the service's)
     shared_workers: int = 1  # worker processes of the service (and of django-webhook2)
     shared_backlog: int = 1_000  # messages the emitters let wait at most (back-pressure)
 

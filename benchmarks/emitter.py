@@ -5,7 +5,9 @@ turn (one delivery per call: each account has one subscription);
 ``--kind ceiling`` publishes bare ceiling messages (``ceiling_app.send``).
 Either runs at full speed held to a bounded backlog (``backpressure.py``)
 for ``--seconds`` at most, and prints ``EMITTED <calls>`` when it stops by
-itself. It prints ``EMITTER READY`` once its imports are done. The harness
+itself. ``--threads N`` (service only) calls from N threads of the process,
+as a web app's request threads do, each holding its share of the backlog:
+their calls may share statements and commits (group commit, emit.py). It prints ``EMITTER READY`` once its imports are done. The harness
 starts it with the worker's environment (database, broker) and stops it
 with SIGKILL after the measured window.
 """
@@ -13,6 +15,8 @@ with SIGKILL after the measured window.
 from __future__ import annotations
 
 import argparse
+import logging
+import threading
 import uuid
 
 from .backpressure import run_gated
@@ -42,13 +46,29 @@ def parse(description: str = __doc__) -> argparse.ArgumentParser:
     return parser
 
 
-def gated(args: argparse.Namespace, emit_one) -> None:
-    """Run ``emit_one`` under the back-pressure of ``args``; print the calls made."""
+def gated(args: argparse.Namespace, emit_one, threads: int = 1) -> None:
+    """Run ``emit_one`` under the back-pressure of ``args`` from ``threads`` threads (each
+    one of ``share * threads`` emitters sharing the backlog); print the calls made."""
     receiver = ReceiverClient("127.0.0.1", args.receiver_port)
     print(READY_MARK.decode(), flush=True)  # imports done: what follows is the emitting
-    calls = run_gated(emit_one, lambda: receiver.count(args.path), backlog=args.backlog,
-                      share=args.share, seconds=args.seconds)
-    print(f"EMITTED {calls}", flush=True)
+    calls = [0] * threads
+
+    def emitter(index: int) -> None:
+        # Call numbers interleaved over the threads, so that the accounts stay round robin.
+        calls[index] = run_gated(lambda i: emit_one(i * threads + index),
+                                 lambda: receiver.count(args.path), backlog=args.backlog,
+                                 share=args.share * threads, seconds=args.seconds)
+
+    if threads == 1:
+        emitter(0)
+    else:
+        running = [threading.Thread(target=emitter, args=(i,), daemon=True)
+                   for i in range(threads)]
+        for thread in running:
+            thread.start()
+        for thread in running:
+            thread.join()
+    print(f"EMITTED {sum(calls)}", flush=True)
 
 
 def _service(accounts: list[str]):
@@ -80,11 +100,22 @@ def main(argv=None) -> None:
     parser = parse()
     parser.add_argument("--kind", choices=("service", "ceiling"), required=True)
     parser.add_argument("--accounts", default="", help="comma-separated account ids (service)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads calling emit_event in this process (service)")
     args = parser.parse_args(argv)
     accounts = [a for a in args.accounts.split(",") if a]
     if args.kind == "service" and not accounts:
         parser.error("--kind service needs --accounts")
-    gated(args, _service(accounts) if args.kind == "service" else _ceiling())
+    if args.threads < 1 or (args.threads > 1 and args.kind != "service"):
+        parser.error("--threads is 1 or more, and only for --kind service")
+    if args.kind == "service":
+        # The group commit's lines (every 10 s while emit_event calls form batches: how
+        # many per statement) go to this emitter's log (--keep-logs keeps it).
+        logging.basicConfig(level=logging.WARNING)
+        logging.getLogger("webhooks.group_commit").setLevel(logging.INFO)
+        gated(args, _service(accounts), args.threads)
+    else:
+        gated(args, _ceiling())
 
 
 if __name__ == "__main__":

@@ -68,6 +68,34 @@ def test_run_gated_waits_for_deliveries_and_stops_in_time():
                      max_calls=200) == 200
 
 
+def test_emitter_threads_share_the_backlog_and_the_call_numbers(monkeypatch, capsys):
+    """--threads 4: each thread holds a quarter of the process's backlog; the call numbers
+    interleave (the accounts stay round robin), none twice; the total is printed."""
+    import argparse
+
+    from benchmarks import emitter
+
+    class NothingDelivered:
+        def __init__(self, *_):
+            pass
+
+        def count(self, _path):
+            return 0
+
+    monkeypatch.setattr(emitter, "ReceiverClient", NothingDelivered)
+    calls, lock = [], threading.Lock()
+
+    def emit_one(i):
+        with lock:
+            calls.append(i)
+
+    args = argparse.Namespace(receiver_port=1, path="/p", backlog=1000, share=1, seconds=0.3)
+    emitter.gated(args, emit_one, threads=4)
+    # Each thread checks every 20 calls and stops once 4 x its calls reach the backlog.
+    assert sorted(calls) == list(range(1040))
+    assert "EMITTED 1040" in capsys.readouterr().out
+
+
 @pytest.fixture
 def receiver():
     """The receiver's server in a thread of this process (``serve`` wants the main thread)."""

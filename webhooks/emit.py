@@ -5,6 +5,8 @@ subscription; the deliver messages are handed to the process's publisher
 (webhooks/broker/outbox.py) only after that transaction commits (a worker must never look
 for a row it cannot see yet), and emit_event returns once the broker took
 them. If publishing fails, the deliveries are parked and the sweep sends them.
+On PostgreSQL, calls of one process's threads that come together (no session,
+no ordering key) share that transaction: group commit (``_emits``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import threading
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, insert, select
@@ -24,13 +27,13 @@ from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.config import Settings, get_settings
 from webhooks.errors import NotFound
 from webhooks.events.inputs import envelope_bytes, validate_input, validate_ordering_key
-from webhooks.lifecycle import ordering, transitions
+from webhooks.lifecycle import group_commit, ordering, transitions
 from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
 from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
-from webhooks.storage.emit_statement import store_in_one_statement
-from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id, utcnow
+from webhooks.storage.emit_statement import store_in_one_statement, store_many_in_one_statement
+from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id
 
 __all__ = ["emit_event", "emit_events", "send_test", "EmittedEvent", "store_checked"]
 
@@ -286,9 +289,12 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
         session.flush()
         publish_after_commit(session, dispatches)
         return emitted
-    emitted, dispatches = _emit_in_own_transaction(
+    emitted, dispatches, submitted = _emit_in_own_transaction(
         account_id, event_type, data, idempotency_key, settings, ordering_key)
-    outbox.publish(dispatches)
+    if submitted is None:
+        outbox.publish(dispatches)
+    else:  # submitted with the rest of its batch (_emit_batch)
+        outbox.wait_published(submitted, dispatches)
     return emitted
 
 
@@ -384,43 +390,122 @@ def _insert_events(connection, account_id, checked: list[_Checked], settings) ->
 
 def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings,
                              ordering_key=None):
-    """Store the event and its deliveries, committed; returns them and what to publish.
+    """Store the event and its deliveries, committed; returns them, what to publish, and
+    None, or, when the event was stored in a batch, the publisher's event that is set
+    once the batch's messages were published (they were submitted together).
     A keyed event takes the session's path: its sequence number is one more statement."""
     if ordering_key is None and backend_of(get_engine(pre_ping=False)).emits_in_one_statement:
-        return _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings)
-    return _emit_in_a_session(account_id, event_type, data, idempotency_key, settings,
-                              ordering_key)
+        values = _statement_values(account_id, event_type, data, idempotency_key, settings)
+        answer = _emits()(values)
+        if isinstance(answer, Exception):  # this caller's own error, from its batch
+            raise answer
+        return answer
+    return (*_emit_in_a_session(account_id, event_type, data, idempotency_key, settings,
+                                ordering_key), None)
+
+
+def _statement_values(account_id, event_type, data, idempotency_key, settings) -> dict:
+    """The one statement's parameters (emit_statement.py), once every input was checked
+    (InvalidEvent here, in the caller's thread, before the event joins a batch)."""
+    validate_input(account_id, event_type, data, idempotency_key)
+    event_id, created_at = new_id(), clock.now()
+    body = envelope_bytes(event_id, event_type, data, created_at, settings)
+    return dict(event_id=event_id, account_id=account_id, event_type=event_type,
+                pausable=held_by_pause(event_type), version=settings.version,
+                idempotency_key=idempotency_key, body=body, created_at=created_at)
+
+
+# --- group commit of emit_event's own transactions (group_commit.py) ------------------
+def _emits() -> group_commit.Group:
+    """This process's emit_event calls that store in one statement, grouped: a call that
+    finds no batch running runs alone at once (as before: no wait at low load); the
+    calls that come while one runs are stored together, in one statement and one
+    commit, up to WEBHOOKS_BATCH_MAX (lingering up to WEBHOOKS_BATCH_WAIT_MS).
+    Each item is _statement_values' dict; each answer (emitted, dispatches, submitted
+    or None), or the NotFound its caller raises."""
+    return group_commit.group("emits", lambda: group_commit.Group(
+        "emits", _emit_batch, _emit_alone, lambda: get_settings().batch_max,
+        lambda: get_settings().batch_wait))
+
+
+def _emit_alone(values: dict):
+    return (*_store_in_one_statement(values), None)
+
+
+# What a batch's callers wait on when the broker was taken for down and the batch's
+# messages were parked at once (outbox.submit_unless_down): nothing.
+_PARKED_ALREADY = threading.Event()
+_PARKED_ALREADY.set()
+
+
+def _emit_batch(items: list[dict]) -> list:
+    """Store the events of a batch in one statement, each as it would be alone; then
+    submit every message of the batch to the publisher at once (one pipelined round
+    trip to the broker), after the commit. Each caller waits for them itself.
+
+    The events with an idempotency key go first, by account and key (arrival order
+    among equal keys: the first is stored, the next is its duplicate, as alone), so
+    that two batches that share keys take their index entries in one order. A
+    duplicate's first event is read after the commit, as alone. If the batch
+    fails (its connection lost, say), nothing of it committed, or what did is found
+    again by event id: the group runs each item alone, with its own retry."""
+    order = sorted(range(len(items)), key=lambda i: (
+        items[i]["idempotency_key"] is None, items[i]["account_id"],
+        items[i]["idempotency_key"] or ""))
+    answers: list = [None] * len(items)
+    with get_autocommit_engine().connect() as connection:
+        stored = store_many_in_one_statement(connection, [items[i] for i in order])
+        for i, one in zip(order, stored):
+            answers[i] = _answer(connection, items[i], one)
+    submitted = outbox.submit_unless_down(
+        [dispatch for answer in answers if not isinstance(answer, Exception)
+         for dispatch in answer[1]]) or _PARKED_ALREADY
+    return [answer if isinstance(answer, Exception) else (*answer, submitted)
+            for answer in answers]
+# --- end of group commit ---------------------------------------------------------------
 
 
 def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings):
-    """PostgreSQL: one prepared statement that commits as it returns (emit_statement.py);
-    once more if the connection was lost.
+    """PostgreSQL, one call alone: one prepared statement that commits as it returns
+    (emit_statement.py); once more if the connection was lost."""
+    return _store_in_one_statement(
+        _statement_values(account_id, event_type, data, idempotency_key, settings))
+
+
+def _store_in_one_statement(values: dict):
+    """Store one event (``values``: _statement_values) in one statement, committed; once
+    more if the connection was lost. Returns the event and what to publish.
 
     Unlike the session's path, the second try is safe even if the first one's
     commit was lost with the connection: it stores the same event id, finds it
     stored, and publishes the deliveries that first try stored.
     """
-    validate_input(account_id, event_type, data, idempotency_key)
-    event_id, created_at = new_id(), clock.now()
-    body = envelope_bytes(event_id, event_type, data, created_at, settings)
-    values = dict(event_id=event_id, account_id=account_id, event_type=event_type,
-                  pausable=held_by_pause(event_type), version=settings.version,
-                  idempotency_key=idempotency_key, body=body, created_at=created_at)
+    event_id = values["event_id"]
     for try_number in (1, 2):
         try:
             with get_autocommit_engine().connect() as connection:
                 stored = store_in_one_statement(connection, **values)
-                if not stored.account_found:
-                    raise NotFound(f"account {account_id} does not exist")
-                if stored.event_stored:
-                    return _stored(event_id, event_type, created_at, stored)
-                return _stored_before(connection, event_id, account_id, idempotency_key)
+                answer = _answer(connection, values, stored)
+                if isinstance(answer, Exception):
+                    raise answer
+                return answer
         except OperationalError as exc:
             if try_number == 2 or not exc.connection_invalidated:
                 raise
             log.warning("database connection lost while emitting event %s; trying once more",
                         event_id)
     raise AssertionError("unreachable")
+
+
+def _answer(connection, values: dict, stored):
+    """The event and what to publish, from what the statement did (``stored``, for the
+    event of ``values``); NotFound, returned, for an unknown account."""
+    if not stored.account_found:
+        return NotFound(f"account {values['account_id']} does not exist")
+    if stored.event_stored:
+        return _stored(values["event_id"], values["event_type"], values["created_at"], stored)
+    return _stored_before(connection, values["event_id"], values["account_id"],
+                          values["idempotency_key"])
 
 
 def _stored(event_id, event_type, created_at, stored) -> tuple[EmittedEvent, list[Dispatch]]:

@@ -7,7 +7,9 @@ Each repeat runs these legs in turn, each against the fast receiver
   (the Procfile's worker line unless ``--scenario-pool``; several, as a
   Procfile entry is scaled, with ``--shared-workers``) while ``shared_emitters`` (2)
   processes call ``webhooks.emit_event`` at full speed, held to a backlog
-  of 1,000 waiting messages; events go round robin to ``tenants`` (10)
+  of 1,000 waiting messages (each from ``shared_emitter_threads`` (1)
+  threads with ``--shared-emitter-threads``, as a web app's request threads:
+  their calls may share statements and commits, emit.py's group commit); events go round robin to ``tenants`` (10)
   accounts with one subscription each, so no per-subscription or
   per-account cap binds (as with many tenants);
 - ``ceiling``: a ceiling worker (``ceiling_app.py``, ``--ceiling-pool``,
@@ -52,7 +54,8 @@ def service_leg(ctx: Context) -> dict:
     accounts = [seed.make_target(ctx.receiver.url(path), name=f"shared-{i}").account_id
                 for i in range(max(1, ctx.sizes.tenants))]
     leg = Leg("shared", path, sys.executable, EMITTER,
-              ("--kind", "service", "--accounts", ",".join(accounts)), ctx.env(),
+              ("--kind", "service", "--accounts", ",".join(accounts),
+               "--threads", str(ctx.sizes.shared_emitter_threads)), ctx.env(),
               _database(ctx), ctx.options.broker_url)
     return run_leg(ctx, leg, [ctx.start_worker(ctx.options.scenario_pool, f"shared-{i + 1}")
                               for i in range(ctx.sizes.shared_workers)])
@@ -153,6 +156,7 @@ def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> No
     sizes = ctx.sizes
     pool = ctx.options.scenario_pool.label
     setting = {"seconds": sizes.shared_seconds, "emitters": sizes.shared_emitters,
+               "emitter_threads": sizes.shared_emitter_threads,
                "backlog": sizes.shared_backlog, "workers": sizes.shared_workers,
                "pool": pool if sizes.shared_workers == 1 else f"{sizes.shared_workers} x {pool}"}
     service = runs.get("service") or []
@@ -177,7 +181,9 @@ def rows(results: dict) -> list[Row]:
     shared = results.get("shared")
     if shared:
         pool, ceiling_pool = shared["pool"], shared["ceiling_pool"]
-        for name, label in (("service", f"service {pool}"), ("ceiling", f"ceiling {ceiling_pool}")):
+        threads = shared.get("emitter_threads", 1)
+        service = f"service {pool}" + (f", {threads} emitter threads" if threads > 1 else "")
+        for name, label in (("service", service), ("ceiling", f"ceiling {ceiling_pool}")):
             if shared[name]:
                 out.extend(_leg_rows("shared", label, shared[name], name == "service"))
         if "ratio_to_ceiling" in shared:

@@ -51,7 +51,7 @@ from webhooks.storage.db import session_scope
 from webhooks.storage.models import utcnow
 
 __all__ = ["Dispatch", "send_to_broker", "request_sweep", "publish_now", "park", "publish", "submit",
-           "flush", "BackgroundPublisher", "on_commit", "publish_after_commit",
+           "wait_published", "submit_unless_down", "flush", "BackgroundPublisher", "on_commit", "publish_after_commit",
            "request_sweep_after_commit"]
 
 log = logging.getLogger("webhooks.outbox")  # its name from before the move: log searches use it
@@ -236,22 +236,17 @@ class BackgroundPublisher:
         """Publish with whatever other threads submitted meanwhile; return once these were
         published or parked (True), or after ``timeout`` seconds (default
         :func:`publish_wait`; False): then the broker is taken for down and the caller
-        parks them itself, so the sweep sends them within its interval. While the broker
-        is taken for down, they are parked at once, not queued behind a publish that hangs.
+        parks them itself (:func:`wait_published`). While the broker is taken for down,
+        they are parked at once, not queued behind a publish that hangs."""
+        return wait_published(self.submit_unless_down(dispatches), dispatches, timeout)
 
-        If the publisher sends them after all, the sweep's message for them is a duplicate,
-        and a duplicate message claims nothing."""
+    def submit_unless_down(self, dispatches: Sequence) -> threading.Event | None:
+        """:meth:`submit`; or, while the broker is taken for down, park ``dispatches`` here
+        at once (None), rather than queue them behind a publish that may hang."""
         if dispatches and _broker_marked_down():
             _park_here(dispatches)
-            return True
-        timeout = publish_wait() if timeout is None else timeout
-        published = self.submit(dispatches).wait(timeout)
-        if not published:
-            log.warning("%d deliveries not published within %g s; parked for the sweep",
-                        len(dispatches), timeout)
-            _mark_broker_down()
-            _park_here(dispatches)
-        return published
+            return None
+        return self.submit(dispatches)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything submitted so far was published or parked; False on time-out."""
@@ -298,8 +293,32 @@ class BackgroundPublisher:
                     self._idle.notify_all()
 
 
+def wait_published(submitted: threading.Event | None, dispatches: Sequence[Dispatch],
+                   timeout: float | None = None) -> bool:
+    """Wait until ``dispatches``, which ``submitted`` (BackgroundPublisher.submit_unless_down's
+    answer; None: parked already) stands for, were published or parked (True), or
+    ``timeout`` seconds (default :func:`publish_wait`; False): then take the broker for
+    down and park them here, so the sweep sends them within its interval. emit_event's
+    callers whose events were stored in one batch wait so on the one submission that
+    carried all their messages (emit.py), each parking its own.
+
+    If the publisher sends them after all, the sweep's message for them is a duplicate,
+    and a duplicate message claims nothing."""
+    if submitted is None:
+        return True
+    timeout = publish_wait() if timeout is None else timeout
+    published = submitted.wait(timeout)
+    if not published:
+        log.warning("%d deliveries not published within %g s; parked for the sweep",
+                    len(dispatches), timeout)
+        _mark_broker_down()
+        _park_here(dispatches)
+    return published
+
+
 _publisher = BackgroundPublisher()
 submit = _publisher.submit
+submit_unless_down = _publisher.submit_unless_down
 publish = _publisher.publish
 flush = _publisher.flush
 

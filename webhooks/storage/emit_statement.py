@@ -30,16 +30,18 @@ from __future__ import annotations
 import datetime as dt
 from typing import NamedTuple
 
-from sqlalchemy import Boolean, String, and_, bindparam, case, false, func, literal, null, select, true
-from sqlalchemy.dialects.postgresql import JSONB, insert
+from sqlalchemy import (Boolean, Integer, String, and_, bindparam, case, false, func, literal, null,
+                        select, true)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, waiting
+from webhooks.storage.batched import BatchedStatement, Body
 from webhooks.storage.models import Account, Delivery, Event, Subscription, UTCDateTime
 from webhooks.storage.prepared import PreparedStatement, execute_together
 
-__all__ = ["Stored", "store_in_one_statement"]
+__all__ = ["Stored", "store_in_one_statement", "store_many_in_one_statement"]
 
 _accounts, _events = Account.__table__, Event.__table__
 _deliveries, _subscriptions = Delivery.__table__, Subscription.__table__
@@ -62,7 +64,8 @@ class Stored(NamedTuple):
     deliveries: list[tuple[str, str, bool]]
 
 
-def _statement() -> PreparedStatement:
+def _steps():
+    """The statement's CTEs: (the account, the event inserted, the deliveries inserted)."""
     account = select(_accounts.c.id).where(_accounts.c.id == _ACCOUNT_ID).cte("account")
     waiting_one = _deliveries.alias("w")
     targets = (
@@ -97,15 +100,40 @@ def _statement() -> PreparedStatement:
          "attempt_count", "next_attempt_at", "parked", "claimed_at", "replay_of", "paced",
          "created_at", "updated_at"],
     ).cte("delivered")
+    return account, event, delivered
+
+
+def _found(account, event) -> tuple:
+    return (select(func.count()).select_from(account).scalar_subquery().label("account_found"),
+            select(func.count()).select_from(event).scalar_subquery().label("event_stored"))
+
+
+def _statement() -> PreparedStatement:
+    """One row per delivery stored (one row of nulls if none), each with the two answers."""
+    account, event, delivered = _steps()
     one = select(literal(1).label("one")).subquery("one")
     return PreparedStatement.from_core("emit", select(
-        select(func.count()).select_from(account).scalar_subquery().label("account_found"),
-        select(func.count()).select_from(event).scalar_subquery().label("event_stored"),
-        delivered.c.id, delivered.c.status, delivered.c.parked,
+        *_found(account, event), delivered.c.id, delivered.c.status, delivered.c.parked,
     ).select_from(one.outerjoin(delivered, true())))
 
 
+def _batched() -> BatchedStatement:
+    """The same statement for each event of a batch (group commit, emit.py), in order, in
+    one statement and one commit (storage/batched.py). A function's statement answers
+    one row: the deliveries come as three arrays, aggregated in one scan, so their
+    orders agree (null arrays: no delivery)."""
+    account, event, delivered = _steps()
+    id_type, status_type = _deliveries.c.id.type, _deliveries.c.status.type
+    main = select(*_found(account, event), func.array_agg(delivered.c.id).label("ids"),
+                  func.array_agg(delivered.c.status).label("statuses"),
+                  func.array_agg(delivered.c.parked).label("parked")).select_from(delivered)
+    return BatchedStatement("emits", Body(main=main, returns=[
+        ("account_found", Integer()), ("event_stored", Integer()), ("ids", ARRAY(id_type)),
+        ("statuses", ARRAY(status_type)), ("parked", ARRAY(Boolean()))]))
+
+
 _EMIT = _statement()
+_EMIT_MANY = _batched()
 
 
 def store_in_one_statement(connection: Connection, *, event_id: str, account_id: str,
@@ -119,3 +147,14 @@ def store_in_one_statement(connection: Connection, *, event_id: str, account_id:
     account_found, event_stored = rows[0][0], rows[0][1]
     return Stored(bool(account_found), bool(event_stored),
                   [(d_id, status, parked) for _, _, d_id, status, parked in rows if d_id is not None])
+
+
+def store_many_in_one_statement(connection: Connection, items: list[dict]) -> list[Stored]:
+    """Store each event of ``items`` (each ``store_in_one_statement``'s keyword arguments)
+    as that would, in order, each seeing what the ones before it stored (a repeated
+    idempotency key within the batch is a duplicate, as alone), in one statement: on an
+    autocommit connection one transaction, committed (durably) as it returns."""
+    rows = _EMIT_MANY.run(connection, items)
+    return [Stored(bool(found), bool(stored),
+                   list(zip(ids, statuses, parked)) if ids is not None else [])
+            for found, stored, ids, statuses, parked in rows]
