@@ -112,6 +112,21 @@ def test_attempts_still_in_flight_count_as_accepted(subscription):
     assert _row(subscription.id).pace_rate == pytest.approx(0.95 * 18)
 
 
+def test_under_a_rate_claims_not_recorded_are_not_counted(subscription):
+    """A claim held for its slot (pacing.py) is `sending` and not sent: counted as
+    accepted, a worker's held claims kept the rate at C (seen: a steady 4 % refused at
+    C = 20), so under a rate only recorded successes count."""
+    now = utcnow()
+    with session_scope() as session:
+        session.execute(update(Subscription).where(Subscription.id == subscription.id)
+                        .values(pace_rate=20.0, pace_rate_at=now.timestamp() - 5))
+    _attempts(subscription, now - dt.timedelta(seconds=0.5), [200] * 15)
+    for _ in range(5):  # claimed and held, not sent (the test's cap is 8 in flight)
+        _claim(_emit(subscription), utcnow())
+    _attempts(subscription, now, [429])
+    assert _row(subscription.id).pace_rate == pytest.approx(0.95 * 15)
+
+
 def test_the_429s_of_one_round_set_it_once_and_a_later_one_measures_again(subscription):
     now = utcnow()
     _attempts(subscription, now - dt.timedelta(seconds=0.5), [200] * 20)

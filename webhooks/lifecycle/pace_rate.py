@@ -8,10 +8,12 @@ bounds the rate:
 
 - A 429 sets the subscription's paced rate (``subscriptions.pace_rate``,
   attempts/s) to ``1 - CUT`` of the rate the receiver *accepted* over the last
-  ``WINDOW_S`` seconds (its successful attempts, and those claimed in that
-  time and still in flight, over at least one second: a 429 is recorded
-  while the successes that came just before it may still be recording),
-  at least ``FLOOR_PER_S``; with no success in the window, to half the rate
+  ``WINDOW_S`` seconds (its successful attempts over at least one second,
+  and, while no rate is in force, those claimed in that time and still in
+  flight: the first 429 is recorded while the successes that came just
+  before it may still be recording; under a rate the slots leave few in
+  flight, and a claim may be held for its slot, pacing.py, sent later or
+  not at all, so none is counted), at least ``FLOOR_PER_S``; with no success in the window, to half the rate
   the attempts went at. At most once per ``ROUND_S`` (the 429s of one burst
   set it once), and it is measured, not compounded: a repeat sets it to what
   the receiver takes, not lower each time. A back-off never raises the rate
@@ -119,16 +121,20 @@ _SET = (update(_subscriptions).where(_subscriptions.c.id == _SUB)
 def lower(connection: Connection, subscription_id: str, now: dt.datetime,
           in_force: float | None = None) -> float | None:
     """After a 429, in the record's transaction: set the subscription's paced rate
-    from what the receiver accepted lately (:func:`lowered_to`), at most ``in_force``
-    (the rate the attempt went under, if any), unless another back-off set it less
-    than ``ROUND_S`` ago. The rate set, or None if this one did not move it."""
+    from what the receiver accepted lately (:func:`lowered_to`; attempts still in
+    flight count only while no rate is in force), at most ``in_force`` (the rate the
+    attempt went under, if any), unless another back-off set it less than ``ROUND_S``
+    ago. The rate set, or None if this one did not move it."""
     params = {"pace_sub": subscription_id, "pace_now_s": now.timestamp()}
     if connection.execute(_TAKE_ROUND, params).first() is None:
         return None
     since = now - dt.timedelta(seconds=WINDOW_S)
     attempts, successes, first = connection.execute(
         _RECENT, dict(params, pace_since=since)).one()
-    flying = connection.execute(_IN_FLIGHT, dict(params, pace_since=since)).scalar_one()
+    # Under a rate, a claim in flight may be one held for its slot (pacing.py), not sent:
+    # counted, a worker's held claims would keep the rate from coming down.
+    flying = (0 if in_force is not None
+              else connection.execute(_IN_FLIGHT, dict(params, pace_since=since)).scalar_one())
     span = (now - first).total_seconds() if first is not None else WINDOW_S
     rate = lowered_to((successes or 0) + flying, (attempts or 0) + flying, span)
     if in_force is not None:
