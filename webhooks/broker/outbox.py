@@ -21,8 +21,9 @@ items; the caller hands them here, never to Celery:
 Publishing never raises: a broker that is down costs the caller at most about
 ``WEBHOOKS_PUBLISH_TIMEOUT`` seconds once (:func:`publish_wait` when it cannot
 be reached at all), then publishing is skipped for ``BROKER_DOWN_BACKOFF_S``
-seconds, and what was not sent is parked for the sweep. What a crash loses before it is published is still pending in the
-database, and the sweep re-sends it after WEBHOOKS_RECOVER_AFTER seconds.
+seconds, and what was not sent is parked for the sweep. What a crash loses
+before it is published is still pending in the database, and the sweep
+re-sends it after WEBHOOKS_RECOVER_AFTER seconds.
 
 :func:`on_commit` is the one after-commit mechanism, on SQLAlchemy's session
 events, for the core and the web app alike. The Celery app itself is in
@@ -51,8 +52,8 @@ from webhooks.storage.db import session_scope
 from webhooks.storage.models import utcnow
 
 __all__ = ["Dispatch", "send_to_broker", "request_sweep", "publish_now", "park", "publish", "submit",
-           "wait_published", "submit_unless_down", "flush", "BackgroundPublisher", "on_commit", "publish_after_commit",
-           "request_sweep_after_commit"]
+           "wait_published", "submit_unless_down", "publish_wait", "flush", "BackgroundPublisher",
+           "on_commit", "publish_after_commit", "request_sweep_after_commit"]
 
 log = logging.getLogger("webhooks.outbox")  # its name from before the move: log searches use it
 
