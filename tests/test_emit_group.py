@@ -17,6 +17,7 @@ from sqlalchemy.exc import OperationalError
 
 from tests.factories import make_account, make_subscription
 from tests.test_emit_statement import _account_with_every_kind_of_subscription, _deliveries_of
+from tests.support.threads import started_thread, wait_for
 from webhooks import emit as emit_module
 from webhooks.broker import outbox
 from webhooks.config import get_settings
@@ -128,20 +129,6 @@ def _sent(answers) -> int:
 
 # ------------------------------------------------------------------ through the Group
 
-def _thread(target) -> threading.Thread:
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread
-
-
-def _wait_for(condition, what: str) -> None:
-    for _ in range(2000):
-        if condition():
-            return
-        threading.Event().wait(0.005)
-    raise AssertionError(f"never: {what}")
-
-
 class _Together:
     """A fresh group of emits whose first call, alone, blocks until let go, so that the
     calls made meanwhile come together; and the sizes of the batches stored."""
@@ -179,10 +166,10 @@ class _Together:
             except Exception as exc:  # noqa: BLE001 - the caller's own error is its answer
                 answers[i] = exc
 
-        threads = [_thread(lambda: call(0))]
+        threads = [started_thread(lambda: call(0))]
         self.first_in.wait(10)
-        threads += [_thread(lambda i=i: call(i)) for i in range(1, len(calls))]
-        _wait_for(lambda: len(self.group._waiting) == len(calls) - 1, "the others waiting")
+        threads += [started_thread(lambda i=i: call(i)) for i in range(1, len(calls))]
+        wait_for(lambda: len(self.group._waiting) == len(calls) - 1, "the others waiting")
         self.let_go.set()
         for thread in threads:
             thread.join(20)
@@ -255,7 +242,7 @@ def test_a_bad_call_is_refused_before_it_joins_a_batch(db, published, monkeypatc
     """Its InvalidEvent is raised in its caller's thread at once, even while a batch runs."""
     account_id, _ = make_account("refused")
     together = _Together(monkeypatch)
-    first = _thread(lambda: emit_module.emit_event(account_id, "email.sent",
+    first = started_thread(lambda: emit_module.emit_event(account_id, "email.sent",
                                                    sample_data("email.sent")))
     together.first_in.wait(10)
     try:
@@ -311,7 +298,7 @@ def test_many_threads_emitting_at_once_share_statements(db, published, monkeypat
             with lock:
                 ids.extend(emitted.delivery_ids)
 
-    threads = [_thread(emitter) for _ in range(8)]
+    threads = [started_thread(emitter) for _ in range(8)]
     for thread in threads:
         thread.join(60)
     assert len(ids) == len(set(ids)) == 200 and _counts() == (200, 200)

@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select, update
 
 from tests.factories import make_account, make_subscription
+from tests.support.threads import started_thread, wait_for
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.lifecycle import attempt as attempt_module
@@ -33,20 +34,6 @@ NO_CAPS = Caps(0, 0, 0)
 
 
 # ------------------------------------------------------------------ the Group itself
-
-def _thread(target) -> threading.Thread:
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    return thread
-
-
-def _wait_for(condition, what: str) -> None:
-    for _ in range(2000):
-        if condition():
-            return
-        threading.Event().wait(0.005)
-    raise AssertionError(f"never: {what}")
-
 
 class _Blocking:
     """run_one and run_batch of a Group; the first item alone blocks until released, so
@@ -85,10 +72,10 @@ def _run_together(group: Group, runner: _Blocking, count: int) -> dict:
         except BaseException:  # noqa: BLE001 - an interruption ends only its own caller
             pass
 
-    threads = [_thread(lambda: call(0))]
+    threads = [started_thread(lambda: call(0))]
     runner.started.wait(10)
-    threads += [_thread(lambda i=i: call(i)) for i in range(1, count)]
-    _wait_for(lambda: len(group._waiting) == count - 1, "the others waiting")
+    threads += [started_thread(lambda i=i: call(i)) for i in range(1, count)]
+    wait_for(lambda: len(group._waiting) == count - 1, "the others waiting")
     runner.release.set()
     for thread in threads:
         thread.join(10)
@@ -150,14 +137,14 @@ def test_a_batch_that_forms_behind_another_lingers_for_more_up_to_the_limit():
     runner = _Blocking()
     group = Group("things", runner.batch, runner.one, lambda: 3, lambda: 30.0)
     answers: dict = {}
-    threads = [_thread(lambda: answers.__setitem__(0, group(0)))]
+    threads = [started_thread(lambda: answers.__setitem__(0, group(0)))]
     runner.started.wait(10)
-    threads.append(_thread(lambda: answers.__setitem__(1, group(1))))
-    _wait_for(lambda: len(group._waiting) == 1, "1 waiting")
+    threads.append(started_thread(lambda: answers.__setitem__(1, group(1))))
+    wait_for(lambda: len(group._waiting) == 1, "1 waiting")
     runner.release.set()
     threads[0].join(10)
     assert 1 not in answers  # lingering for more
-    threads += [_thread(lambda i=i: answers.__setitem__(i, group(i))) for i in (2, 3)]
+    threads += [started_thread(lambda i=i: answers.__setitem__(i, group(i))) for i in (2, 3)]
     for thread in threads:
         thread.join(10)
     assert answers == {0: 0, 1: 10, 2: 20, 3: 30}
@@ -424,12 +411,12 @@ def test_concurrent_attempts_claim_together_and_a_failed_batch_falls_back(engine
 
         monkeypatch.setattr(backend, "claim_many", claim_many_spy)
         sender = _Sender()
-        threads = [_thread(lambda d=d: attempt_module.run_attempt(d, 0, sender=sender))
+        threads = [started_thread(lambda d=d: attempt_module.run_attempt(d, 0, sender=sender))
                    for d in ids[:1]]
         first_in.wait(10)
-        threads += [_thread(lambda d=d: attempt_module.run_attempt(d, 0, sender=sender))
+        threads += [started_thread(lambda d=d: attempt_module.run_attempt(d, 0, sender=sender))
                     for d in ids[1:]]
-        _wait_for(lambda: len(group._waiting) == 5, "five claims waiting")
+        wait_for(lambda: len(group._waiting) == 5, "five claims waiting")
         let_go.set()
         for thread in threads:
             thread.join(20)
