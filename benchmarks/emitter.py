@@ -7,7 +7,8 @@ Either runs at full speed held to a bounded backlog (``backpressure.py``)
 for ``--seconds`` at most, and prints ``EMITTED <calls>`` when it stops by
 itself. ``--threads N`` (service only) calls from N threads of the process,
 as a web app's request threads do, each holding its share of the backlog:
-their calls may share statements and commits (group commit, emit.py). It prints ``EMITTER READY`` once its imports are done. The harness
+their calls may share statements and commits (group commit, emit.py). It
+prints ``EMITTER READY`` once its imports are done. The harness
 starts it with the worker's environment (database, broker) and stops it
 with SIGKILL after the measured window.
 """

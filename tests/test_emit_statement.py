@@ -61,13 +61,19 @@ def _deliveries_of(event_id: str, names: dict[str, str]) -> list[tuple]:
                        d.event_type, d.account_id) for d in rows)
 
 
+def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings):
+    """One call alone on the one-statement path, as emit_event takes it on PostgreSQL."""
+    return emit_module._store_in_one_statement(emit_module._statement_values(
+        account_id, event_type, data, idempotency_key, settings))
+
+
 @pytest.mark.parametrize("event_type", ["email.sent", "test.ping"])
 def test_the_statement_stores_what_the_session_stores(db, event_type):
     account_id, names = _account_with_every_kind_of_subscription()
     settings = get_settings()
     data = sample_data(event_type)
     results = {}
-    for path in (emit_module._emit_in_one_statement, emit_module._emit_in_a_session):
+    for path in (_emit_in_one_statement, emit_module._emit_in_a_session):
         emitted, dispatches = path(account_id, event_type, data, None, settings)
         rows = _deliveries_of(emitted.id, names)
         published = _messages(dispatches, names)
@@ -111,7 +117,7 @@ def test_a_lost_commit_is_tried_again_without_a_second_event(db, monkeypatch):
         return stored
 
     monkeypatch.setattr(emit_module, "store_in_one_statement", commits_then_loses_the_connection)
-    emitted, dispatches = emit_module._emit_in_one_statement(
+    emitted, dispatches = _emit_in_one_statement(
         account_id, "email.sent", sample_data("email.sent"), None, get_settings())
     assert tries == [emitted.id, emitted.id]  # the same event both times
     with session_scope() as session:
@@ -126,9 +132,9 @@ def test_an_idempotency_key_used_before_returns_the_first_event(db):
     account_id, _ = make_account("idempotent")
     make_subscription(account_id, "https://example.com/hook")
     settings = get_settings()
-    first, _ = emit_module._emit_in_one_statement(
+    first, _ = _emit_in_one_statement(
         account_id, "email.sent", sample_data("email.sent"), "key-1", settings)
-    again, dispatches = emit_module._emit_in_one_statement(
+    again, dispatches = _emit_in_one_statement(
         account_id, "email.sent", sample_data("email.sent"), "key-1", settings)
     assert (again.id, again.delivery_ids, again.duplicate) == (first.id, first.delivery_ids, True)
     assert dispatches == []

@@ -465,13 +465,6 @@ def _emit_batch(items: list[dict]) -> list:
 # --- end of group commit ---------------------------------------------------------------
 
 
-def _emit_in_one_statement(account_id, event_type, data, idempotency_key, settings):
-    """PostgreSQL, one call alone: one prepared statement that commits as it returns
-    (emit_statement.py); once more if the connection was lost."""
-    return _store_in_one_statement(
-        _statement_values(account_id, event_type, data, idempotency_key, settings))
-
-
 def _store_in_one_statement(values: dict):
     """Store one event (``values``: _statement_values) in one statement, committed; once
     more if the connection was lost. Returns the event and what to publish.
