@@ -69,12 +69,12 @@ def one_row(delivery_id, status: str) -> tuple:
     The status is compared as ``status || ''``, which the predicate of no partial index
     (``WHERE status = 'pending'``, ``'sending'``) matches, so that PostgreSQL can only find
     the row by its primary key. Compared plainly, the planner may instead scan the partial
-    index of every pending (or sending) delivery and filter it by id: costed as a near tie,
-    it is chosen when the table's statistics are missing or stale (a new or truncated
-    table, before autovacuum's ANALYZE). Measured in the shared benchmark: a claim then
-    read about 380 buffers, filtering out the whole backlog of about 1,000 pending rows,
-    where by the primary key it reads about 25 (docs/performance.md, "Plans that scanned
-    the backlog").
+    index of every pending (or sending) delivery and filter it by id: costed as a tie, it
+    is chosen when the table's statistics are missing or stale (a new or truncated table,
+    before autovacuum's ANALYZE). Measured in the shared benchmark: a claim then read about
+    380 buffers, filtering out the whole backlog of about 1,000 pending rows, where by the
+    primary key it reads about 25 (docs/performance.md, "Plans that scanned the backlog,
+    and one worker process").
     """
     return (deliveries.c.id == delivery_id,
             deliveries.c.status.concat(literal_column("''")) == status)
