@@ -20,7 +20,7 @@ from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, p
 from webhooks.storage import clock, scheduled_runs
 from webhooks.storage import waiting_counts  # states.waiting is the predicate
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.storage.models import Delivery, Subscription
 from webhooks.tenants.rotation import settle_due
 
 __all__ = ["sweep", "run_sweep"]
