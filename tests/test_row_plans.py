@@ -4,7 +4,7 @@ statistics say (transitions.one_row), on the real PostgreSQL.
 The table is as the service finds it after an install or a TRUNCATE: never analysed,
 with a backlog. Compared plainly with ``status = 'pending'`` (or ``'sending'``), the
 moved row was found by scanning the partial index of every pending (or sending) delivery
-and filtering it by id, as the planner costs the two as a near tie without statistics: a
+and filtering it by id, as the planner costs the two as a tie without statistics: a
 read of the whole backlog per claim. Every case here failed so before one_row. Each plan
 is PostgreSQL's generic one, which a prepared statement keeps once it has run five times;
 the batches' functions (storage/batched.py) are compiled from the same statements.
@@ -72,4 +72,3 @@ def test_the_moved_row_is_found_by_its_primary_key_without_statistics(db, statem
     _backlog(sending)
     scans = _scans_of_the_moved_row(getattr(PostgreSQLBackend(), statement))
     assert scans and set(scans) == {"deliveries_pkey"}, scans
-

@@ -148,8 +148,7 @@ _HELD = and_(select(_sub.c.status).where(_sub.c.id == deliveries.c.subscription_
 _SENDABLE = ~or_(_GONE, _HELD)
 # A keyed delivery goes only once the one before it with its key has finished (ordering.py).
 _CLEAR = clear_of_predecessors(deliveries)
-_TAKE = transitions.take_for_attempt(*_CLAIMABLE, _SENDABLE,
-                                     _CLEAR, _UNDER_CAPS)
+_TAKE = transitions.take_for_attempt(*_CLAIMABLE, _SENDABLE, _CLEAR, _UNDER_CAPS)
 _NOW = bindparam("now", type_=UTCDateTime)
 _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            signing_secret(subscriptions, _NOW).label("secret"), subscriptions.c.headers,
@@ -223,8 +222,8 @@ def _claimed(delivery_id: str, attempt_count: int, row) -> Claim:
 # One statement, so it needs no transaction: a claimable delivery that was not claimed
 # ends failed (its subscription was deleted), is held paused, or (sendable) waits for its
 # key's predecessor (ordering.py) or, a cap turned it away, for a free slot.
-_TURN_AWAY = transitions.turn_away(*_CLAIMABLE,
-                                   gone=_GONE, held=_HELD, sendable=_SENDABLE, behind=~_CLEAR)
+_TURN_AWAY = transitions.turn_away(*_CLAIMABLE, gone=_GONE, held=_HELD, sendable=_SENDABLE,
+                                   behind=~_CLEAR)
 
 
 def turn_away(connection: Connection, delivery_id: str, attempt_count: int,
