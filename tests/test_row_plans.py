@@ -1,24 +1,28 @@
-"""The hot statements that move one delivery find it by its primary key, whatever the
-statistics say (transitions.one_row), on the real PostgreSQL.
+"""The hot statements that move deliveries found by id find them by their primary key,
+whatever the statistics say (transitions.one_row, transitions.park), on the real
+PostgreSQL.
 
 The table is as the service finds it after an install or a TRUNCATE: never analysed,
 with a backlog. Compared plainly with ``status = 'pending'`` (or ``'sending'``), the
-moved row was found by scanning the partial index of every pending (or sending) delivery
-and filtering it by id, as the planner costs the two as a tie without statistics: a
-read of the whole backlog per claim. Every case here failed so before one_row. Each plan
-is PostgreSQL's generic one, which a prepared statement keeps once it has run five times;
-the batches' functions (storage/batched.py) are compiled from the same statements.
+moved rows were found by scanning the partial index of every pending (or sending)
+delivery and filtering it by id, as the planner costs the two as a tie without
+statistics: a read of the whole backlog per claim. Every case here failed so before the
+status was compared as ``status || ''``. Each plan of a prepared statement is
+PostgreSQL's generic one, which it keeps once it has run five times; the batches'
+functions (storage/batched.py) are compiled from the same statements.
 """
 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from benchmarks import seed
 from tests.factories import make_account, make_subscription
+from webhooks.lifecycle import transitions
 from webhooks.storage.backends.postgresql import PostgreSQLBackend
-from webhooks.storage.db import get_engine
+from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.models import utcnow
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +30,8 @@ BACKLOG = 1_000  # pending deliveries
 SENDING = 100  # of them then sending: the benchmark's backlog and attempts in flight
 
 
-def _backlog(sending: int) -> None:
+def _backlog(sending: int) -> list[str]:
+    """BACKLOG pending deliveries, the first ``sending`` of them sending; their ids."""
     account_id, _ = make_account("plans")
     subscription = make_subscription(account_id, "https://example.com/hook")
     target = seed.Target(account_id, subscription.id, subscription.url, subscription.secret)
@@ -37,6 +42,7 @@ def _backlog(sending: int) -> None:
         analysed = connection.execute(text(
             "SELECT reltuples FROM pg_class WHERE relname = 'deliveries'")).scalar()
     assert analysed < 0, "the table must never have been analysed for this test to mean anything"
+    return ids
 
 
 def _scans_of_the_moved_row(prepared) -> list[str]:
@@ -72,3 +78,36 @@ def test_the_moved_row_is_found_by_its_primary_key_without_statistics(db, statem
     _backlog(sending)
     scans = _scans_of_the_moved_row(getattr(PostgreSQLBackend(), statement))
     assert scans and set(scans) == {"deliveries_pkey"}, scans
+
+
+def test_park_finds_its_rows_by_their_primary_key_without_statistics(db):
+    """A refused publish parks the caller's deliveries (outbox.park): while the broker is
+    down every emit does, and the backlog it would read grows meanwhile."""
+    ids = _backlog(0)
+    engine = get_engine()
+    executed: list[tuple[str, dict]] = []
+
+    def keep_updates(_conn, _cursor, statement, parameters, _context, _many):
+        if statement.lstrip().upper().startswith("UPDATE DELIVERIES"):
+            executed.append((statement, parameters))
+
+    event.listen(engine, "before_cursor_execute", keep_updates)
+    try:
+        with session_scope() as session:
+            transitions.park(session, ids[:2], utcnow())
+    finally:
+        event.remove(engine, "before_cursor_execute", keep_updates)
+    ((statement, parameters),) = executed
+    with engine.connect() as connection:
+        (plan,) = connection.exec_driver_sql(
+            f"EXPLAIN (FORMAT JSON) {statement}", parameters).scalar()
+    indexes: set[str] = set()
+
+    def walk(node: dict) -> None:
+        if "Index Name" in node:
+            indexes.add(node["Index Name"])
+        for child in node.get("Plans", ()):
+            walk(child)
+
+    walk(plan["Plan"])
+    assert indexes == {"deliveries_pkey"}, indexes

@@ -64,20 +64,25 @@ FAILED = DeliveryStatus.FAILED.value
 
 def one_row(delivery_id, status: str) -> tuple:
     """The conditions that pick one delivery by its id, if it is in ``status``: the claim,
-    the turn-away, the record and the rate limit's give-back move one row each this way.
+    the turn-away, the record and the rate limit's give-back move one row each this way."""
+    return deliveries.c.id == delivery_id, _status_of_rows_by_id(status)
+
+
+def _status_of_rows_by_id(status: str):
+    """``deliveries.status = status`` for a statement that finds its rows by their ids
+    (one_row, park).
 
     The status is compared as ``status || ''``, which the predicate of no partial index
     (``WHERE status = 'pending'``, ``'sending'``) matches, so that PostgreSQL can only find
-    the row by its primary key. Compared plainly, the planner may instead scan the partial
-    index of every pending (or sending) delivery and filter it by id: costed as a tie, it
-    is chosen when the table's statistics are missing or stale (a new or truncated table,
-    before autovacuum's ANALYZE). Measured in the shared benchmark: a claim then read about
-    380 buffers, filtering out the whole backlog of about 1,000 pending rows, where by the
-    primary key it reads about 25 (docs/performance.md, "Plans that scanned the backlog,
-    and one worker process").
+    the rows by their primary key. Compared plainly, the planner may instead scan the
+    partial index of every pending (or sending) delivery and filter it by id: costed as a
+    tie, it is chosen when the table's statistics are missing or stale (a new or truncated
+    table, before autovacuum's ANALYZE). Measured in the shared benchmark: a claim then
+    read about 380 buffers, filtering out the whole backlog of about 1,000 pending rows,
+    where by the primary key it reads about 25 (docs/performance.md, "Plans that scanned
+    the backlog, and one worker process").
     """
-    return (deliveries.c.id == delivery_id,
-            deliveries.c.status.concat(literal_column("''")) == status)
+    return deliveries.c.status.concat(literal_column("''")) == status
 
 
 # ------------------------------------------------------------------ new rows
@@ -224,7 +229,7 @@ def park(session: Session, delivery_ids: list[str], now: dt.datetime) -> None:
         return
     session.execute(
         update(deliveries)
-        .where(deliveries.c.id.in_(delivery_ids), deliveries.c.status == PENDING)
+        .where(deliveries.c.id.in_(delivery_ids), _status_of_rows_by_id(PENDING))
         .values(parked=True, updated_at=now)
     )
 
