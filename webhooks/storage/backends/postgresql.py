@@ -104,11 +104,9 @@ def _record_statement(count):
     """
     from sqlalchemy import exists, insert
 
-    from webhooks.lifecycle import record
-    from webhooks.storage import rollup
-
-    from webhooks.lifecycle import ordering
+    from webhooks.lifecycle import ordering, record
     from webhooks.lifecycle.states import FINISHED
+    from webhooks.storage import rollup
 
     d = record.deliveries
     moved = record._MOVE.returning(d.c.id, d.c.account_id, d.c.status).cte("moved")
@@ -197,7 +195,6 @@ class PostgreSQLBackend(Backend):
         return rows[0] if rows else None
 
     def record(self, connection, params: dict, is_failure: bool):
-
         statement = self._record_failure if is_failure else self._record_success
         # A success is this one statement, committed on its own on the attempt engine; a
         # failure opens a transaction, as it may pause the subscription after it (record()).
