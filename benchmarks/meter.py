@@ -15,12 +15,21 @@ Figures (ms of CPU, bytes of WAL, commits; each per delivery):
   ``pg_sessions_per_delivery`` (connections opened: ``pg_stat_database.sessions``;
   a backend too short-lived to be sampled is missing from the CPU figure,
   and each new one starts a process and prepares the hot statements again);
+- ``machine_cpu_ms_per_delivery``: what every process on the machine ran
+  (``/proc/stat``: the harness, the receiver, Redis and PostgreSQL's own
+  background processes included), and ``machine_busy_cores``: how many of
+  its cores that kept busy on average over the window (the machine is
+  saturated as it nears its number of cores; then deliveries/s is about
+  the cores over the CPU per delivery, and two runs' rates stand in the
+  inverse ratio of their CPU per delivery);
 - with ``wal=True``: ``wal_bytes_per_delivery`` (the records of this
   database and their commit records, from ``pg_waldump``) and
   ``wal_bytes_all_databases_per_delivery`` (everything the server wrote).
 """
 
 from __future__ import annotations
+
+import os
 
 from . import resources
 
@@ -36,6 +45,8 @@ class Meter:
         self.backends = resources.BackendCpu(connection, database)
         self.cpu_before: dict[str, float] = {}
         self.cpu_spent: dict[str, float] = {}
+        self.machine_before: tuple[float, float] = (0.0, 0.0)
+        self.machine_spent: tuple[float, float] = (0.0, 0.0)
         self.before: dict = {}
         self.after: dict = {}
 
@@ -47,6 +58,7 @@ class Meter:
         self.backends.sample()
         self.before = resources.database_counters(self.connection, self.database)
         self.cpu_before = self._group_cpu()
+        self.machine_before = resources.machine_cpu()
 
     def sample(self) -> None:
         self.backends.sample()
@@ -54,6 +66,8 @@ class Meter:
     def stop(self) -> None:
         now = self._group_cpu()
         self.cpu_spent = {name: now[name] - self.cpu_before[name] for name in now}
+        busy, total = resources.machine_cpu()
+        self.machine_spent = (busy - self.machine_before[0], total - self.machine_before[1])
         self.backends.sample()
         self.after = resources.database_counters(self.connection, self.database)
 
@@ -62,6 +76,10 @@ class Meter:
         per = 1.0 / max(deliveries, 1)
         out = {f"{name}_cpu_ms_per_delivery": round(spent * 1000 * per, 3)
                for name, spent in self.cpu_spent.items()}
+        busy, total = self.machine_spent
+        out["machine_cpu_ms_per_delivery"] = round(busy * 1000 * per, 3)
+        cores = os.cpu_count() or 1
+        out["machine_busy_cores"] = round(busy / total * cores, 2) if total else None
         out["pg_commits_per_delivery"] = round(
             (self.after["commits"] - self.before["commits"]) * per, 2)
         out["pg_cpu_ms_per_delivery"] = round(self.backends.spent_s() * 1000 * per, 3)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-__all__ = ["group_cpu_s", "process_cpu_s", "BackendCpu", "database_counters", "wal_bytes_of",
-           "RedisCommands"]
+__all__ = ["group_cpu_s", "process_cpu_s", "machine_cpu", "parse_proc_stat", "BackendCpu",
+           "database_counters", "wal_bytes_of", "RedisCommands"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _RECORD = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+)")
@@ -49,6 +49,27 @@ def group_cpu_s(pgid: int) -> float:
             if int(fields[2]) == pgid:
                 total += (int(fields[11]) + int(fields[12])) / _TICKS
     return total
+
+
+def parse_proc_stat(text: str) -> tuple[float, float]:
+    """(busy, all) CPU seconds of every core since boot, from the text of ``/proc/stat``.
+
+    Its first line adds up the cores, in clock ticks: user nice system idle
+    iowait irq softirq steal (guest time is counted in user already). Busy is
+    all but idle and iowait: what every process and the kernel ran, whatever
+    it was.
+    """
+    first = text.splitlines()[0].split()
+    if first[0] != "cpu":
+        raise ValueError(f"not /proc/stat: {first[:1]}")
+    ticks = [int(value) for value in first[1:9]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / _TICKS, sum(ticks) / _TICKS
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far (``parse_proc_stat``)."""
+    return parse_proc_stat(Path("/proc/stat").read_text())
 
 
 class BackendCpu:

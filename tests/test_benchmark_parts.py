@@ -180,3 +180,39 @@ def test_the_ordering_latency_leg_compares_the_phases_and_counts_the_stuck_key_s
     assert (run["beside_missing"], run["failing_attempts"]) == (1, 4)
     assert run["failing_deliveries_attempted"] == 2  # the key's second was sent: out of order
     assert compare(alone, {**beside, "p99_ms": None}, [])["p99_ratio"] is None
+
+
+def test_proc_stat_counts_all_but_idle_and_iowait_as_busy():
+    from benchmarks.resources import _TICKS, parse_proc_stat
+
+    # user nice system idle iowait irq softirq steal guest guest_nice, in clock ticks
+    text = "cpu  300 20 100 500 50 10 15 5 7 0\ncpu0 150 10 50 250 25 5 8 2 3 0\nintr 1 2\n"
+    busy, total = parse_proc_stat(text)
+    assert busy == pytest.approx((300 + 20 + 100 + 10 + 15 + 5) / _TICKS)
+    assert total == pytest.approx(1000 / _TICKS)  # guest is inside user: not added twice
+    with pytest.raises(ValueError):
+        parse_proc_stat("intr 1 2\n")
+
+
+def test_the_meter_gives_the_machine_s_cpu_per_delivery_and_its_busy_cores(monkeypatch):
+    from benchmarks import meter as meter_module
+
+    class NoBackends:
+        def sample(self):
+            pass
+
+        def spent_s(self):
+            return 0.0
+
+    readings = iter([(10.0, 100.0), (13.0, 104.0)])  # 3 s busy of 4 s of all cores
+    resources = meter_module.resources
+    monkeypatch.setattr(resources, "machine_cpu", lambda: next(readings))
+    monkeypatch.setattr(resources, "database_counters", lambda *_: {"commits": 0, "sessions": None})
+    monkeypatch.setattr(meter_module.os, "cpu_count", lambda: 2)
+    meter = meter_module.Meter(None, "bench", {}, wal=False)
+    meter.backends = NoBackends()
+    meter.start()
+    meter.stop()
+    figures = meter.per_delivery(1000)
+    assert figures["machine_cpu_ms_per_delivery"] == pytest.approx(3.0)
+    assert figures["machine_busy_cores"] == pytest.approx(1.5)  # 3 of 4 core-seconds, of 2 cores

@@ -43,7 +43,8 @@ FIGURES = {
 }
 # Scenarios whose figures are grouped by phase or leg: {scenario: {part: [figures]}}.
 _LEG = ["rate_per_s", "worker_cpu_ms_per_delivery", "emitters_cpu_ms_per_delivery",
-        "pg_commits_per_delivery", "pg_sessions_per_delivery", "redis_commands_per_delivery"]
+        "pg_commits_per_delivery", "pg_sessions_per_delivery", "redis_commands_per_delivery",
+        "machine_cpu_ms_per_delivery", "machine_busy_cores"]
 NESTED = {
     "realistic": {"fast": ["rate_per_s", "worker_cpu_ms_per_delivery", "duplicates"],
                   "slow": ["rate_per_s", "ratio_to_fast", "worker_cpu_ms_per_delivery"],
@@ -89,6 +90,15 @@ def test_quick_run_writes_every_scenario(quick_run):
             for key in keys:
                 _assert_summary(scenarios[name][part].get(key), f"{name}.{part}.{key}")
     _assert_summary(scenarios["shared"].get("ratio_to_ceiling"), "shared.ratio_to_ceiling")
+    _assert_summary(scenarios["shared"].get("machine_cpu_ratio_to_ceiling"),
+                    "shared.machine_cpu_ratio_to_ceiling")
+    for leg in ("service", "ceiling"):  # everything on the machine spent at least the leg's parts
+        figures = {key: scenarios["shared"][leg][key]["median"]
+                   for key in ("machine_cpu_ms_per_delivery", "worker_cpu_ms_per_delivery",
+                               "emitters_cpu_ms_per_delivery", "machine_busy_cores")}
+        assert figures["machine_cpu_ms_per_delivery"] >= (
+            figures["worker_cpu_ms_per_delivery"] + figures["emitters_cpu_ms_per_delivery"]), leg
+        assert 0 < figures["machine_busy_cores"] <= meta["machine"]["cores"], leg
     for name, keys in FIGURES.items():
         for key in keys:
             _assert_summary(scenarios[name].get(key), f"{name}.{key}")

@@ -30,7 +30,8 @@ STARTUP_TIMEOUT_S = 60.0
 KEYS = ["rate_per_s", "deliveries", "worker_cpu_ms_per_delivery", "emitters_cpu_ms_per_delivery",
         "pg_commits_per_delivery", "pg_cpu_ms_per_delivery", "pg_sessions_per_delivery",
         "wal_bytes_per_delivery",
-        "wal_bytes_all_databases_per_delivery", "redis_commands_per_delivery"]
+        "wal_bytes_all_databases_per_delivery", "redis_commands_per_delivery",
+        "machine_cpu_ms_per_delivery", "machine_busy_cores"]
 
 
 @dataclass(frozen=True)

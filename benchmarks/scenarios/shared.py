@@ -29,6 +29,7 @@ is given as a ratio to the ceiling (target 0.8, issue 24) and to django-webhook2
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 
@@ -152,6 +153,14 @@ def _cpu_ratios(runs: list[dict], references: list[dict]) -> dict:
                      for r, ref in zip(runs, references))
 
 
+def _machine_cpu_ratios(runs: list[dict], references: list[dict]) -> dict:
+    """What the whole machine ran per delivery, against the reference's (Redis, the
+    receiver and the harness included, for both)."""
+    key = "machine_cpu_ms_per_delivery"
+    return summarise(r[key] / ref[key] if r.get(key) and ref.get(key) else None
+                     for r, ref in zip(runs, references))
+
+
 def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> None:
     sizes = ctx.sizes
     pool = ctx.options.scenario_pool.label
@@ -168,6 +177,7 @@ def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> No
         if runs["ceiling"]:
             shared["ratio_to_ceiling"] = _ratios(service, runs["ceiling"])
             shared["cpu_ratio_to_ceiling"] = _cpu_ratios(service, runs["ceiling"])
+            shared["machine_cpu_ratio_to_ceiling"] = _machine_cpu_ratios(service, runs["ceiling"])
         if runs.get("django_webhook2"):
             shared["ratio_to_django_webhook2"] = _ratios(service, runs["django_webhook2"])
         ctx.results["shared"] = shared
@@ -192,6 +202,9 @@ def rows(results: dict) -> list[Row]:
         if "cpu_ratio_to_ceiling" in shared:
             out.append(Row("shared", "service CPU per delivery (worker, emitters, PostgreSQL) "
                            "to the ceiling's", shared["cpu_ratio_to_ceiling"], "x", "<= 1.6"))
+        if "machine_cpu_ratio_to_ceiling" in shared:
+            out.append(Row("shared", "the whole machine's CPU per delivery to the ceiling's",
+                           shared["machine_cpu_ratio_to_ceiling"], "x"))
         if "ratio_to_django_webhook2" in shared:
             out.append(Row("shared", "service ratio to django-webhook2",
                            shared["ratio_to_django_webhook2"], "x", ">= 3"))
@@ -214,4 +227,7 @@ def _leg_rows(scenario: str, label: str, r: dict, targets: bool) -> list[Row]:
         Row(scenario, f"{label}: PostgreSQL connections opened per delivery",
             r["pg_sessions_per_delivery"]),
         Row(scenario, f"{label}: Redis commands per delivery", r["redis_commands_per_delivery"]),
+        Row(scenario, f"{label}: the whole machine's CPU per delivery",
+            r.get("machine_cpu_ms_per_delivery"), "ms"),
+        Row(scenario, f"{label}: cores kept busy (of {os.cpu_count()})", r.get("machine_busy_cores")),
     ]
