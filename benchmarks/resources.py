@@ -56,15 +56,15 @@ def parse_proc_stat(text: str) -> tuple[float, float]:
 
     Its first line adds up the cores, in clock ticks: user nice system idle
     iowait irq softirq steal (guest time is counted in user already). Busy is
-    all but idle and iowait: what every process and the kernel ran, whatever
-    it was.
+    what every process and the kernel ran: user, nice, system, irq and
+    softirq. Not steal: a virtual machine's host ran something else then.
     """
     first = text.splitlines()[0].split()
     if first[0] != "cpu":
         raise ValueError(f"not /proc/stat: {first[:1]}")
     ticks = [int(value) for value in first[1:9]]
-    idle = ticks[3] + ticks[4]
-    return (sum(ticks) - idle) / _TICKS, sum(ticks) / _TICKS
+    busy = ticks[0] + ticks[1] + ticks[2] + ticks[5] + ticks[6]
+    return busy / _TICKS, sum(ticks) / _TICKS
 
 
 def machine_cpu() -> tuple[float, float]:
