@@ -190,11 +190,12 @@ class Context:
                             pool=config.pool, concurrency=config.concurrency,
                             loglevel=self.options.loglevel)
 
-    def start_ceiling_worker(self, config: PoolConfig, path: str, name: str = "ceiling"):
-        """A worker of the bare ceiling task, posting to the receiver's ``path``."""
+    def start_ceiling_worker(self, config: PoolConfig, path: str, name: str = "ceiling", **env):
+        """A worker of the bare ceiling task, posting to the receiver's ``path`` (``env``:
+        more of its environment, ``BENCH_CEILING_DATABASE_URL`` for the durable ceiling)."""
         from .ceiling_app import QUEUE
 
-        env = self.env(BENCH_CEILING_URL=self.receiver.url(path))
+        env = self.env(BENCH_CEILING_URL=self.receiver.url(path), **env)
         return start_worker(self.registry, name=name, env=env, log_dir=self.log_dir,
                             app="benchmarks.ceiling_app", queues=QUEUE, pool=config.pool,
                             concurrency=config.concurrency, loglevel=self.options.loglevel)

@@ -2,7 +2,9 @@
 
 ``--kind service`` calls ``webhooks.emit_event`` for the given accounts in
 turn (one delivery per call: each account has one subscription);
-``--kind ceiling`` publishes bare ceiling messages (``ceiling_app.send``).
+``--kind ceiling`` publishes bare ceiling messages (``ceiling_app.send``);
+``--kind durable-ceiling`` stores each one's row first, committed durably
+(``ceiling_app.store_row``, on the database of ``BENCH_CEILING_DATABASE_URL``).
 Either runs at full speed held to a bounded backlog (``backpressure.py``)
 for ``--seconds`` at most, and prints ``EMITTED <calls>`` when it stops by
 itself. ``--threads N`` (service only) calls from N threads of the process,
@@ -86,20 +88,31 @@ def _service(accounts: list[str]):
     return emit_one
 
 
-def _ceiling():
-    from .ceiling_app import app, send
+def _ceiling(durable: bool = False):
+    from .ceiling_app import DATABASE_ENV, app, prebuilt_body, send, store_row
 
     producer = app.producer_pool.acquire(block=True)  # one kept connection, as emit's publisher
+    rows = None
+    if durable:
+        import os
+
+        import psycopg2
+
+        rows = psycopg2.connect(os.environ[DATABASE_ENV])  # commits wait for the flush
+    body = prebuilt_body()
 
     def emit_one(_i: int) -> None:
-        send(str(uuid.uuid4()), producer=producer)
+        delivery_id = str(uuid.uuid4())
+        if rows is not None:
+            store_row(rows, delivery_id, body)
+        send(delivery_id, producer=producer)
 
     return emit_one
 
 
 def main(argv=None) -> None:
     parser = parse()
-    parser.add_argument("--kind", choices=("service", "ceiling"), required=True)
+    parser.add_argument("--kind", choices=("service", "ceiling", "durable-ceiling"), required=True)
     parser.add_argument("--accounts", default="", help="comma-separated account ids (service)")
     parser.add_argument("--threads", type=int, default=1,
                         help="threads calling emit_event in this process (service)")
@@ -116,7 +129,7 @@ def main(argv=None) -> None:
         logging.getLogger("webhooks.group_commit").setLevel(logging.INFO)
         gated(args, _service(accounts), args.threads)
     else:
-        gated(args, _ceiling())
+        gated(args, _ceiling(durable=args.kind == "durable-ceiling"))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ ORDER = ["ceiling", "throughput", "emit", "latency", "isolation", "backlog", "pu
 # Run only when named with --scenarios (django_webhook2 also needs its virtualenv: dw2.py;
 # zoo needs the test extra, for tests/support/zoo.py; pace measures the adaptive pace,
 # ordering what ordering keys cost a drain).
-OPTIONAL = ["cost", "profile", "django_webhook2", "zoo", "pace", "ordering"]
+OPTIONAL = ["cost", "profile", "django_webhook2", "durable_ceiling", "zoo", "pace", "ordering"]
 ALL = ORDER + OPTIONAL
 
 
@@ -32,9 +32,10 @@ class Row:
 
 
 def module_for(name: str):
-    """The module that runs scenario ``name`` (ceiling and throughput share one, as do shared
-    and django_webhook2: legs of one module run in turn within each repeat)."""
+    """The module that runs scenario ``name`` (ceiling and throughput share one, as do shared,
+    django_webhook2 and durable_ceiling: legs of one module run in turn within each repeat)."""
     import importlib
 
-    module = {"ceiling": "throughput", "django_webhook2": "shared"}.get(name, name)
+    module = {"ceiling": "throughput", "django_webhook2": "shared",
+              "durable_ceiling": "shared"}.get(name, name)
     return importlib.import_module(f"benchmarks.scenarios.{module}")

@@ -15,6 +15,10 @@ Each repeat runs these legs in turn, each against the fast receiver
 - ``ceiling``: a ceiling worker (``ceiling_app.py``, ``--ceiling-pool``,
   prefork -c 2 by default: the stack's best) fed the same way by bare
   publishers (``ceiling_app.send``);
+- ``durable_ceiling`` (only with ``--scenarios ...,durable_ceiling``): the
+  ceiling worker and publishers again, made durable (``ceiling_app.py``:
+  each publisher commits its message's row durably before publishing, the
+  task marks it delivered after its POST), in the benchmark's database;
 - ``django_webhook2`` (only with ``--scenarios ...,django_webhook2`` and
   ``WEBHOOKS_BENCH_DJANGO_WEBHOOK2_PYTHON``: ``benchmarks/dw2.py``): the
   package's workers (as many, with the scenario pool), fed by processes calling its
@@ -29,6 +33,7 @@ is given as a ratio to the ceiling (target 0.8, issue 24) and to django-webhook2
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -41,7 +46,8 @@ from ..stats import summarise, summarise_all
 from . import Row
 from .loaded import KEYS, Leg, run_leg
 
-PATHS = {"service": "/shared", "ceiling": "/shared-ceiling", "django_webhook2": "/shared-dw2"}
+PATHS = {"service": "/shared", "ceiling": "/shared-ceiling", "durable_ceiling": "/shared-durable",
+         "django_webhook2": "/shared-dw2"}
 EMITTER = "benchmarks.emitter"
 
 
@@ -71,6 +77,29 @@ def ceiling_leg(ctx: Context) -> dict:
                                                        "shared-ceiling")])
 
 
+def durable_ceiling_leg(ctx: Context) -> dict:
+    import psycopg2
+
+    from ..ceiling_app import DATABASE_ENV, create_rows_table
+
+    ctx.reset()
+    path = PATHS["durable_ceiling"]
+    url = libpq_url(ctx.options.database_url)
+    with contextlib.closing(psycopg2.connect(url)) as connection:
+        create_rows_table(connection)
+    env = ctx.env(**{DATABASE_ENV: url})
+    leg = Leg("shared-durable", path, sys.executable, EMITTER, ("--kind", "durable-ceiling"), env,
+              _database(ctx), ctx.options.broker_url)
+    return run_leg(ctx, leg, [ctx.start_ceiling_worker(
+        ctx.options.ceiling_pool, path, "shared-durable", **{DATABASE_ENV: url})])
+
+
+def libpq_url(database_url: str) -> str:
+    """The libpq form of a SQLAlchemy PostgreSQL URL (its driver dropped), for psycopg2."""
+    return make_url(database_url).set(drivername="postgresql").render_as_string(
+        hide_password=False)
+
+
 def dw2_leg(ctx: Context, dw2) -> dict:
     ctx.reset()
     path = PATHS["django_webhook2"]
@@ -89,6 +118,8 @@ def _legs(ctx: Context) -> tuple[dict, object]:
     legs = {}
     if "shared" in wanted:
         legs.update(service=service_leg, ceiling=ceiling_leg)
+    if "durable_ceiling" in wanted:
+        legs["durable_ceiling"] = durable_ceiling_leg
     dw2 = None
     if "django_webhook2" in wanted:
         python, reason = python_or_reason()
@@ -180,7 +211,14 @@ def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> No
             shared["machine_cpu_ratio_to_ceiling"] = _machine_cpu_ratios(service, runs["ceiling"])
         if runs.get("django_webhook2"):
             shared["ratio_to_django_webhook2"] = _ratios(service, runs["django_webhook2"])
+        if runs.get("durable_ceiling"):
+            shared["ratio_to_durable_ceiling"] = _ratios(service, runs["durable_ceiling"])
+            shared["machine_cpu_ratio_to_durable_ceiling"] = _machine_cpu_ratios(
+                service, runs["durable_ceiling"])
         ctx.results["shared"] = shared
+    if runs.get("durable_ceiling"):
+        ctx.results["durable_ceiling"] = {**setting, "pool": ctx.options.ceiling_pool.label,
+                                          **_leg_summary(runs["durable_ceiling"])}
     if runs.get("django_webhook2"):
         ctx.results["django_webhook2"] = {**setting, "version": version,
                                           **_leg_summary(runs["django_webhook2"])}
@@ -208,6 +246,15 @@ def rows(results: dict) -> list[Row]:
         if "ratio_to_django_webhook2" in shared:
             out.append(Row("shared", "service ratio to django-webhook2",
                            shared["ratio_to_django_webhook2"], "x", ">= 3"))
+        if "ratio_to_durable_ceiling" in shared:
+            out.append(Row("shared", "service ratio to the durable ceiling",
+                           shared["ratio_to_durable_ceiling"], "x"))
+            out.append(Row("shared", "the whole machine's CPU per delivery to the durable "
+                           "ceiling's", shared["machine_cpu_ratio_to_durable_ceiling"], "x"))
+    durable = results.get("durable_ceiling")
+    if durable:
+        out.extend(_leg_rows("durable_ceiling", f"durable ceiling {durable['pool']}", durable,
+                             False))
     dw2 = results.get("django_webhook2")
     if dw2:
         out.extend(_leg_rows("django_webhook2", f"{dw2['version']} {dw2['pool']}", dw2, False))
