@@ -37,7 +37,7 @@ from celery import Celery
 from webhooks.config import get_settings
 from webhooks.signing import sign
 
-__all__ = ["app", "post", "QUEUE", "TASK", "send", "prebuilt_body", "DATABASE_ENV",
+__all__ = ["app", "post", "QUEUE", "TASK", "send", "prebuilt_body", "DATABASE_ENV", "ROWS_TABLE",
            "create_rows_table", "store_row", "mark_delivered"]
 
 QUEUE = "bench-ceiling"

@@ -17,11 +17,10 @@ Figures (ms of CPU, bytes of WAL, commits; each per delivery):
   and each new one starts a process and prepares the hot statements again);
 - ``machine_cpu_ms_per_delivery``: what every process on the machine ran
   (``/proc/stat``: the harness, the receiver, Redis and PostgreSQL's own
-  background processes included), and ``machine_busy_cores``: how many of
-  its cores that kept busy on average over the window (the machine is
-  saturated as it nears its number of cores; then deliveries/s is about
-  the cores over the CPU per delivery, and two runs' rates stand in the
-  inverse ratio of their CPU per delivery);
+  background processes included), and ``machine_busy_cores``: how many
+  cores that kept busy on average over the window. Deliveries/s is the
+  one over the other, by definition, so two runs that keep as many cores
+  busy have rates in the inverse ratio of their CPU per delivery;
 - with ``wal=True``: ``wal_bytes_per_delivery`` (the records of this
   database and their commit records, from ``pg_waldump``) and
   ``wal_bytes_all_databases_per_delivery`` (everything the server wrote).

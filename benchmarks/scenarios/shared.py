@@ -26,9 +26,10 @@ Each repeat runs these legs in turn, each against the fast receiver
 
 Per leg: deliveries/s, worker CPU ms per delivery and the emitters' CPU,
 PostgreSQL commits, WAL bytes, backend CPU and connections opened per delivery (emit's and
-delivery's together, as both run), Redis commands per delivery. The service
-is given as a ratio to the ceiling (target 0.8, issue 24) and to django-webhook2
-(target 3) of the same repeat.
+delivery's together, as both run), Redis commands per delivery, and the whole
+machine's CPU per delivery with the cores it kept busy (meter.py). The service
+is given as a ratio to the ceiling (target 0.8, issue 24), to django-webhook2
+(target 3) and to the durable ceiling of the same repeat.
 """
 
 from __future__ import annotations
