@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import threading
 import uuid
 
@@ -94,8 +95,6 @@ def _ceiling(durable: bool = False):
     producer = app.producer_pool.acquire(block=True)  # one kept connection, as emit's publisher
     rows = None
     if durable:
-        import os
-
         import psycopg2
 
         rows = psycopg2.connect(os.environ[DATABASE_ENV])  # commits wait for the flush

@@ -59,17 +59,16 @@ def _scans_of_the_moved_row(prepared) -> list[str]:
         finally:
             connection.exec_driver_sql("DEALLOCATE plan_probe")
             connection.exec_driver_sql("RESET plan_cache_mode")
-    scans: list[str] = []
+    return [node.get("Index Name") or node["Node Type"] for node in _nodes(plan["Plan"])
+            if node.get("Relation Name") == "deliveries" and node.get("Alias") == "deliveries"
+            and "Scan" in node["Node Type"]]
 
-    def walk(node: dict) -> None:
-        if (node.get("Relation Name") == "deliveries" and node.get("Alias") == "deliveries"
-                and "Scan" in node["Node Type"]):
-            scans.append(node.get("Index Name") or node["Node Type"])
-        for child in node.get("Plans", ()):
-            walk(child)
 
-    walk(plan["Plan"])
-    return scans
+def _nodes(node: dict):
+    """Every node of an EXPLAIN (FORMAT JSON) plan, from ``node`` down."""
+    yield node
+    for child in node.get("Plans", ()):
+        yield from _nodes(child)
 
 
 @pytest.mark.parametrize("statement", ["_claim", "_record_success", "_record_failure"])
@@ -101,13 +100,5 @@ def test_park_finds_its_rows_by_their_primary_key_without_statistics(db):
     with engine.connect() as connection:
         (plan,) = connection.exec_driver_sql(
             f"EXPLAIN (FORMAT JSON) {statement}", parameters).scalar()
-    indexes: set[str] = set()
-
-    def walk(node: dict) -> None:
-        if "Index Name" in node:
-            indexes.add(node["Index Name"])
-        for child in node.get("Plans", ()):
-            walk(child)
-
-    walk(plan["Plan"])
+    indexes = {node["Index Name"] for node in _nodes(plan["Plan"]) if "Index Name" in node}
     assert indexes == {"deliveries_pkey"}, indexes

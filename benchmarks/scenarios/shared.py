@@ -180,16 +180,15 @@ def _cpu(run: dict) -> float | None:
     return None if None in parts else sum(parts)
 
 
-def _cpu_ratios(runs: list[dict], references: list[dict]) -> dict:
-    return summarise(_cpu(r) / _cpu(ref) if _cpu(r) and _cpu(ref) else None
-                     for r, ref in zip(runs, references))
+def _machine_cpu(run: dict) -> float | None:
+    """What the whole machine ran per delivery of one leg (ms): Redis, the receiver and the
+    harness included."""
+    return run.get("machine_cpu_ms_per_delivery")
 
 
-def _machine_cpu_ratios(runs: list[dict], references: list[dict]) -> dict:
-    """What the whole machine ran per delivery, against the reference's (Redis, the
-    receiver and the harness included, for both)."""
-    key = "machine_cpu_ms_per_delivery"
-    return summarise(r[key] / ref[key] if r.get(key) and ref.get(key) else None
+def _cpu_ratios(runs: list[dict], references: list[dict], cpu=_cpu) -> dict:
+    """Each run's ``cpu`` per delivery over its reference's (None where either is missing)."""
+    return summarise(cpu(r) / cpu(ref) if cpu(r) and cpu(ref) else None
                      for r, ref in zip(runs, references))
 
 
@@ -209,13 +208,14 @@ def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> No
         if runs["ceiling"]:
             shared["ratio_to_ceiling"] = _ratios(service, runs["ceiling"])
             shared["cpu_ratio_to_ceiling"] = _cpu_ratios(service, runs["ceiling"])
-            shared["machine_cpu_ratio_to_ceiling"] = _machine_cpu_ratios(service, runs["ceiling"])
+            shared["machine_cpu_ratio_to_ceiling"] = _cpu_ratios(service, runs["ceiling"],
+                                                                 _machine_cpu)
         if runs.get("django_webhook2"):
             shared["ratio_to_django_webhook2"] = _ratios(service, runs["django_webhook2"])
         if runs.get("durable_ceiling"):
             shared["ratio_to_durable_ceiling"] = _ratios(service, runs["durable_ceiling"])
-            shared["machine_cpu_ratio_to_durable_ceiling"] = _machine_cpu_ratios(
-                service, runs["durable_ceiling"])
+            shared["machine_cpu_ratio_to_durable_ceiling"] = _cpu_ratios(
+                service, runs["durable_ceiling"], _machine_cpu)
         ctx.results["shared"] = shared
     if runs.get("durable_ceiling"):
         ctx.results["durable_ceiling"] = {**setting, "pool": ctx.options.ceiling_pool.label,
