@@ -60,6 +60,7 @@ class Sizes:
 
     throughput_deliveries: int = 20_000  # per run, to one fast subscription
     emit_calls: int = 2_000  # emit_event calls with 1 subscription (and bare publishes)
+    emit_batch_sizes: tuple[int, ...] = (1_000, 10_000)  # events per emit_events call (emit_batch)
     fanout_calls: int = 100  # emit_event calls with 100 subscriptions
     fanout_subscriptions: int = 100
     latency_seconds: float = 20.0  # how long events are emitted at the paced rate
@@ -110,8 +111,8 @@ class Sizes:
 
 FULL = Sizes()
 QUICK = Sizes(
-    throughput_deliveries=200, emit_calls=100, fanout_calls=5, latency_seconds=1.0,
-    latency_fallback_rate=50.0, isolation_seconds=1.0, isolation_drain_cap=2.0,
+    throughput_deliveries=200, emit_calls=100, emit_batch_sizes=(100,), fanout_calls=5,
+    latency_seconds=1.0, latency_fallback_rate=50.0, isolation_seconds=1.0, isolation_drain_cap=2.0,
     backlog_deliveries=1_000, backlog_wait=40.0, backlog_measure_seconds=2.0,
     backlog_fresh_rate=20.0, punctuality_deliveries=3, punctuality_ladder=(1, 2),
     punctuality_countdown_limit=1, history_events=3_000, history_small=1_000, history_repeats=3,

@@ -68,6 +68,7 @@ class Settings:
     purge_seconds: float = 10.0
     recover_batch: int = 500  # replays made per transaction by recover (recover.py)
     recover_max: int = 10000  # replays made by one recover call at most
+    emit_batch_max: int = 10000  # events one emit_events call takes at most (emit.py)
     max_payload_bytes: int = 256 * 1024
     max_request_bytes: int = 64 * 1024
     publish_timeout: float = 2.0
@@ -198,6 +199,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         purge_seconds=purge_seconds(env),
         recover_batch=positive_number(env, "WEBHOOKS_RECOVER_BATCH", 500, integer=True),
         recover_max=positive_number(env, "WEBHOOKS_RECOVER_MAX", 10000, integer=True),
+        emit_batch_max=positive_number(env, "WEBHOOKS_EMIT_BATCH_MAX", 10000, integer=True),
         max_payload_bytes=positive_number(
             env, "WEBHOOKS_MAX_PAYLOAD_BYTES", 256 * 1024, integer=True
         ),

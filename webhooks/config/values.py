@@ -58,6 +58,7 @@ UNITS = {
     "WEBHOOKS_PURGE_BATCH": "deliveries",
     "WEBHOOKS_RECOVER_BATCH": "deliveries",
     "WEBHOOKS_RECOVER_MAX": "deliveries",
+    "WEBHOOKS_EMIT_BATCH_MAX": "events",
     "WEBHOOKS_DB_POOL_SIZE": "connections",
     "WEBHOOKS_DB_MAX_OVERFLOW": "connections",
     "WEBHOOKS_BATCH_MAX": "claims or records per statement",
