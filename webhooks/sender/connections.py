@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ipaddress
+import logging
 import os
 import socket
 import ssl
@@ -41,6 +42,8 @@ from webhooks.sender.deadline import AttemptDeadline
 from webhooks.sender.netguard import describe_refusal, is_public_address
 
 __all__ = ["Resolver", "system_resolver", "begin", "end", "pool_classes"]
+
+log = logging.getLogger("webhooks.netguard")  # the guard's log, where operators read refusals
 
 # getaddrinfo-shaped: (host, port) -> [(family, type, proto, canonname, sockaddr), ...]
 Resolver = Callable[[str, int], list]
@@ -145,7 +148,8 @@ class _GuardedConnectionMixin:
             attempt.failure = timeout("dns", attempt.budget)
             raise ConnectTimeoutError(self, "DNS look-up timed out") from exc
         except OSError as exc:
-            attempt.failure = failure(ErrorKind.DNS)
+            log.info("DNS look-up of the endpoint host %s failed: %s", host, exc)
+            attempt.failure = failure(ErrorKind.DNS)  # as for private answers: _no_public_address
             raise NameResolutionError(self.host, self, exc) from exc
         attempt.phase = "connect"
         sock = self._connect_to_first(attempt, candidates)
@@ -176,9 +180,8 @@ class _GuardedConnectionMixin:
         if errors:
             attempt.failure = _connect_failure(errors)
             raise NewConnectionError(self, "Failed to establish a new connection") from errors[-1]
-        reason = describe_refusal(refused_addresses[0]) if refused_addresses else "no address found"
-        attempt.failure = Failure(ErrorKind.DESTINATION, f"refused: {reason}")
-        raise DestinationRefused(reason)
+        attempt.failure = _no_public_address(self._dns_host.strip("[]"), refused_addresses)
+        raise DestinationRefused(attempt.failure.text)
 
     def connect(self):
         attempt = _attempt()
@@ -200,6 +203,38 @@ class _GuardedConnectionMixin:
             attempt.phase = "response"
             attempt.watch(self.sock)
         return super().request(*args, **kwargs)
+
+
+def _no_public_address(host: str, refused: list[str]) -> Failure:
+    """Why nothing was connected to, though no connect failed: the guard refused every
+    address (``refused``), or the answer was empty.
+
+    A host *name* gets the failure of a name that does not resolve, whichever it was, so
+    that subscribing to internal names cannot tell which of them resolve (issue 36): which
+    it was, and the addresses, go to the operators' log alone. An address written in the
+    URL is refused as such (the tenant learns nothing it did not write).
+    """
+    if refused and _written_as_address(host):
+        return Failure(ErrorKind.DESTINATION, f"refused: {describe_refusal(refused[0])}")
+    if refused:
+        log.warning("refused to connect to %s: the endpoint host %s resolves to no public "
+                    "address (WEBHOOKS_ALLOW_PRIVATE_TARGETS=true allows them); the tenant "
+                    "reads the error of a name that does not resolve", ", ".join(refused), host)
+    else:
+        log.info("DNS look-up of the endpoint host %s gave no address", host)
+    return failure(ErrorKind.DNS)
+
+
+def _written_as_address(host: str) -> bool:
+    """An address in any spelling getaddrinfo reads without asking DNS: IPv6, dotted IPv4,
+    and the numeric forms inet_aton takes (``127.1``, ``2130706433``, ``0x7f.1``)."""
+    if _is_address(host):
+        return True
+    try:
+        socket.inet_aton(host)
+        return True
+    except OSError:
+        return False
 
 
 def _connect_failure(errors: list[OSError]) -> Failure:
