@@ -221,7 +221,7 @@ class _Checked:
 
 def _checked(account_id, event_type, data, idempotency_key, ordering_key, settings) -> _Checked:
     """Check every input (InvalidEvent naming the field) and build the envelope's bytes."""
-    validate_input(account_id, event_type, data, idempotency_key)
+    data = validate_input(account_id, event_type, data, idempotency_key)
     validate_ordering_key(ordering_key)
     event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
@@ -448,7 +448,7 @@ def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, sett
 def _statement_values(account_id, event_type, data, idempotency_key, settings) -> dict:
     """The one statement's parameters (emit_statement.py), once every input was checked
     (InvalidEvent here, in the caller's thread, before the event joins a batch)."""
-    validate_input(account_id, event_type, data, idempotency_key)
+    data = validate_input(account_id, event_type, data, idempotency_key)
     event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     return dict(event_id=event_id, account_id=account_id, event_type=event_type,
