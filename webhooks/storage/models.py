@@ -45,6 +45,7 @@ __all__ = [
     "DashboardSession",
     "PortalLink",
     "ScheduledRun",
+    "NoticeBudget",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -138,6 +139,9 @@ class Subscription(Base):
     # from then on; None: never set.
     pace_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
     pace_rate_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # When the release task of this subscription (lifecycle/release.py), which sends what a
+    # resume released batch by batch, was last sent or ran; None: none is running.
+    releasing_since: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
     def wants(self, event_type: str) -> bool:
         """True when this subscription receives events of ``event_type``."""
@@ -408,3 +412,21 @@ class ScheduledRun(Base):
     claimed_at: Mapped[dt.datetime]
     # Sends of the same slot by others than run_id, each refused.
     refused: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+
+
+class NoticeBudget(Base):
+    """The budget of pause and resume notices of one account, or of one subscription
+    (webhooks/operational/budget.py): both kinds of id are UUIDs, so one table holds both.
+
+    ``due_after`` is the budget's theoretical arrival time (GCRA): a notice may go out at
+    once while it is within the burst of now. A subscription's row also names its notice
+    that waits for the budget (``deferred_event_id``, an event of the operator account,
+    unsent) and how many of its notices that one replaced (``suppressed``).
+    """
+
+    __tablename__ = "notice_budgets"
+
+    subject_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    due_after: Mapped[dt.datetime]
+    deferred_event_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    suppressed: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
