@@ -107,6 +107,10 @@ class Sizes:
     shared_emitter_threads: int = 1  # threads calling emit_event in each (the service's)
     shared_workers: int = 1  # worker processes of the service (and of django-webhook2)
     shared_backlog: int = 1_000  # messages the emitters let wait at most (back-pressure)
+    resume_requests: int = 400  # requests of each leg of the resume scenario
+    resume_request_rate: float = 50.0  # their rate, requests/s
+    resume_other_rate: float = 20.0  # the other tenant's events/s meanwhile
+    resume_stored: int = 100_000  # events of history stored first (the audit had 122,000)
 
 
 FULL = Sizes()
@@ -120,7 +124,7 @@ QUICK = Sizes(
     purge_rows=3_000, purge_deliveries=200, purge_pairs=1, cost_deliveries=100, pace_deliveries=300,
     ordering_deliveries=300, ordering_keys=50,
     realistic_deliveries=200, realistic_subscriptions=20, shared_seconds=2.0, shared_warmup=0.5,
-    shared_monitor_seconds=1.0, shared_backlog=200,
+    shared_monitor_seconds=1.0, shared_backlog=200, resume_requests=40, resume_stored=2_000,
 )
 
 
