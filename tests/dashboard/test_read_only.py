@@ -37,7 +37,7 @@ def account_rows(alice):
     delivery_id = dead_delivery(alice.account_id, subscription_id)
     pause_subscription(subscription_id)
     return {"subscription_id": subscription_id, "delivery_id": delivery_id,
-            "_unknown": "anything"}
+            "_unknown": "anything", "token": "not-a-link"}
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 from urllib.parse import urlsplit
 
 from flask import (
@@ -57,7 +58,7 @@ _ACCOUNT_KEY = "account_id"
 _TOKEN_KEY = "session"  # the token of the session's row (sessions.py)
 # Endpoints that answer without a signed-in account.
 PUBLIC_ENDPOINTS = {"dashboard.index", "dashboard.sign_in", "dashboard.sign_out",
-                    "dashboard.open_portal_link"}
+                    "dashboard.open_portal_link", "dashboard.switch_to_portal_link"}
 
 _SECURITY_HEADERS = {
     # The pages are forms that act: never framed (clickjacking), no script at all; a portal
@@ -100,7 +101,10 @@ def start_session(account: Account, *, expires_at: dt.datetime | None = None,
     session[_TOKEN_KEY] = token
     if portal_link:
         session[portal.PORTAL_KEY] = True
-    session.permanent = True  # the cookie outlives no row: the server checks the row
+    # The cookie expires with the row (portal.py), rounded up to a whole second: a browser
+    # keeps it no longer than the server honours it (the server checks the row regardless).
+    session[portal.ENDS_AT_KEY] = math.ceil((now + lifetime).timestamp())
+    session.permanent = True
 
 
 def end_session() -> None:
