@@ -78,9 +78,14 @@ def current_account() -> Account | None:
 
 
 def signed_in_account_id() -> str | None:
-    """The account id the signed session cookie names (before it is checked against the database)."""
-    account_id = session.get(_ACCOUNT_KEY)
-    return account_id if isinstance(account_id, str) else None
+    """The account of this request's live session (checked on the server), or None.
+
+    The rate limiter counts a dashboard request against this account: a cookie of a session
+    that ended (signed out, expired, a spent portal link's) names an account too, but counts
+    against the client's address, never against the account's own people.
+    """
+    live = _live_session()
+    return live.account_id if live is not None else None
 
 
 def start_session(account: Account, *, expires_at: dt.datetime | None = None,
