@@ -43,6 +43,7 @@ from ..errors import rate_limit_exceeded
 from ..transaction import db_session
 from . import portal, sessions
 from .plain_http import plain_http_advice
+from .secrets_shown import view_shows_secrets
 from .url_breaks import breakable_url
 
 __all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
@@ -163,13 +164,21 @@ def _live_session():
 @bp.before_request
 def _refuse_changes_when_read_only():
     # First of the hooks: a read-only session is refused whatever the form holds (even
-    # without a CSRF token), on every route with a state-changing method, present or future.
-    if is_read_only() and portal.refused_when_read_only(request.method, request.endpoint):
-        log.info("read-only dashboard session refused %s %s", request.method, request.path)
-        g.dashboard_account = _signed_in_account()  # the page's header shows who is signed in
-        return _error_page(403, "Read-only session",
-                           "This session can look at every page but cannot change anything.")
-    return None
+    # without a CSRF token), on every route with a state-changing method, present or future,
+    # and on every page that shows secrets (secrets_shown.py), whatever its method.
+    if not is_read_only():
+        return None
+    if portal.refused_when_read_only(request.method, request.endpoint):
+        message = "This session can look at every page but cannot change anything."
+    elif view_shows_secrets(request.endpoint):
+        message = ("This page shows secrets (signing secrets, header values), which a "
+                   "read-only session is never shown.")
+    else:
+        return None
+    # Never the path: it may hold a portal link's token.
+    log.info("read-only dashboard session refused %s %s", request.method, request.endpoint)
+    g.dashboard_account = _signed_in_account()  # the page's header shows who is signed in
+    return _error_page(403, "Read-only session", message)
 
 
 @bp.before_request
