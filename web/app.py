@@ -50,7 +50,7 @@ def create_app(config: dict | None = None) -> Flask:
     # Operations and the dashboard (README, "Operations"): /healthz, /metrics, /dashboard/,
     # and JSON log lines (webhooks/config/logs.py) outside tests.
     app.register_blueprint(health.bp)
-    app.register_blueprint(metrics.bp)
+    metrics.init_app(app)  # who may scrape: web/metrics_access.py
     register_dashboard(app)
     if not app.testing:
         configure_logging()
