@@ -7,7 +7,7 @@ from flask import Flask
 from webhooks.config import get_settings
 from webhooks.config.logs import configure_logging
 
-from . import body_limit, health, metrics, ratelimit, security, transaction
+from . import access_log, body_limit, health, metrics, ratelimit, security, transaction
 from .api import register_api
 from .dashboard import bp as dashboard_bp
 from .dashboard import register_dashboard
@@ -54,4 +54,6 @@ def create_app(config: dict | None = None) -> Flask:
     register_dashboard(app)
     if not app.testing:
         configure_logging()
+    # Portal links' tokens stay out of gunicorn's access and error logs (web/access_log.py).
+    access_log.install()
     return app
