@@ -105,18 +105,18 @@ def _queue_lag(connection: Connection, now: dt.datetime) -> float:
     return max((now - oldest_due).total_seconds(), 0.0)
 
 
-def _subscriptions(connection: Connection) -> dict[bool, dict[str, int]]:
-    """Live subscriptions by status, apart for the operator account (True) and the customers
-    (False): one customer's pause must not look like the operator's, nor the reverse."""
+def _subscriptions(connection: Connection) -> dict[str, dict[str, int]]:
+    """Live subscriptions by status, ``customers`` apart from the operator account's
+    ``operational`` endpoints: a customer's pause must not look like the operator's."""
     operational = (Subscription.account_id == OPERATOR_ACCOUNT_ID).label("operational")
     rows = connection.execute(
         select(operational, Subscription.status, func.count())
         .where(Subscription.deleted_at.is_(None))
         .group_by(operational, Subscription.status)
     )
-    counts: dict[bool, dict[str, int]] = {False: {}, True: {}}
+    counts: dict[str, dict[str, int]] = {"customers": {}, "operational": {}}
     for is_operational, status, count in rows:
-        counts[bool(is_operational)][status] = count
+        counts["operational" if is_operational else "customers"][status] = count
     return counts
 
 
@@ -188,7 +188,8 @@ class DatabaseCollector:
             value=snapshot["lag"],
         )
 
-        subscriptions, operational = snapshot["subscriptions"][False], snapshot["subscriptions"][True]
+        subscriptions = snapshot["subscriptions"]["customers"]
+        operational = snapshot["subscriptions"]["operational"]
         yield GaugeMetricFamily(
             "webhooks_subscriptions", "Live (not deleted) subscriptions of the customers",
             value=sum(subscriptions.values()),
