@@ -37,6 +37,8 @@ class ErrorKind(str, enum.Enum):
     TLS = "tls"
     PROTOCOL = "protocol"
     INTERNAL = "internal"
+    PROXY = "proxy"  # the egress proxy could not be reached or refused the tunnel
+    OAUTH2 = "oauth2"  # no token from the subscription's OAuth2 token URL: not sent
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ _SENTENCES = {
     ErrorKind.TLS: "TLS error: handshake failed",
     ErrorKind.PROTOCOL: "protocol error: the endpoint's answer is not valid HTTP",
     ErrorKind.INTERNAL: "internal error",
+    ErrorKind.PROXY: "proxy error",
+    ErrorKind.OAUTH2: "oauth2 error: no token from the token URL, the endpoint was not called",
 }
 
 # OpenSSL's X509_V_ERR_* codes (x509_vfy.h) as ssl.SSLCertVerificationError.verify_code.
