@@ -11,6 +11,7 @@ its code on the API).
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Mapping
 
 from webhooks.config import get_settings
@@ -18,7 +19,10 @@ from webhooks.sender.target_urls import target_refusal, url_problem
 from webhooks.storage.models import Subscription
 from webhooks.tenants import credentials
 
-__all__ = ["credential_changes", "token_url_refusal", "shown_credentials"]
+__all__ = ["credential_changes", "token_url_refusal", "shown_credentials",
+           "certificate_expires_soon", "EXPIRY_WARNING_DAYS"]
+
+EXPIRY_WARNING_DAYS = credentials.EXPIRY_WARNING_DAYS
 
 
 def token_url_refusal(url: str) -> str | None:
@@ -64,3 +68,9 @@ def shown_credentials(subscription: Subscription) -> dict:
             credentials.shown_certificate(subscription.client_certificate),
         credentials.OAUTH2: credentials.shown_oauth2(subscription.oauth2),
     }
+
+
+def certificate_expires_soon(subscription: Subscription, now: dt.datetime) -> bool:
+    """True when its client certificate expires within EXPIRY_WARNING_DAYS (or has): the
+    dashboard warns."""
+    return credentials.expires_soon(subscription.client_certificate, now)
