@@ -236,7 +236,8 @@ class _TunnelledConnectionMixin(_GuardedConnectionMixin):
     the proxy fails is recorded as ``ErrorKind.PROXY``.
     """
 
-    proxy: EgressProxy
+    # Not ``proxy``: urllib3's connections have an attribute of that name (its own proxies).
+    egress_proxy: EgressProxy
 
     def _new_conn(self) -> socket.socket:
         attempt = _attempt()
@@ -248,7 +249,7 @@ class _TunnelledConnectionMixin(_GuardedConnectionMixin):
     def _tunnel_targets(self, attempt: AttemptDeadline, host: str) -> list[str]:
         """What the CONNECT line may name: the approved addresses, or (``name`` mode) the
         host name itself."""
-        if self.proxy.mode is ConnectMode.NAME and not _is_address(host):
+        if self.egress_proxy.mode is ConnectMode.NAME and not _is_address(host):
             return [host]  # the proxy resolves it, and its own rules apply
         addresses = list(dict.fromkeys(sockaddr[0] for *_, sockaddr in
                                        self._resolved(attempt, host)))
@@ -265,7 +266,7 @@ class _TunnelledConnectionMixin(_GuardedConnectionMixin):
             sock = self._connect_to_proxy(attempt)
             try:
                 sock.settimeout(attempt.remaining())
-                open_tunnel(sock, self.proxy, target, self.port)
+                open_tunnel(sock, self.egress_proxy, target, self.port)
                 return sock
             except OSError as exc:
                 attempt.watch(None)  # before close: the number may be reused at once
@@ -286,7 +287,7 @@ class _TunnelledConnectionMixin(_GuardedConnectionMixin):
     def _connect_to_proxy(self, attempt: AttemptDeadline) -> socket.socket:
         """A socket connected to the egress proxy, watched, within the deadline."""
         attempt.phase = "proxy"
-        proxy = self.proxy
+        proxy = self.egress_proxy
         try:
             candidates = _resolve(self.resolver, attempt, proxy.host, proxy.port)
         except concurrent.futures.TimeoutError as exc:
@@ -341,7 +342,7 @@ def pool_classes(allow_private: bool, resolver: Resolver,
     options = {"allow_private": allow_private, "resolver": staticmethod(resolver)}
     mixin = _GuardedConnectionMixin
     if proxy is not None:
-        mixin, options = _TunnelledConnectionMixin, {**options, "proxy": proxy}
+        mixin, options = _TunnelledConnectionMixin, {**options, "egress_proxy": proxy}
     http_conn = type("GuardedHTTPConnection", (mixin, HTTPConnection), options)
     https_conn = type("GuardedHTTPSConnection", (mixin, HTTPSConnection),
                       {**options, "is_tls": True})

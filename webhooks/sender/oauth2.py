@@ -59,7 +59,8 @@ class TokenFailure(Exception):
 
 
 def token_failure(detail: str) -> TokenFailure:
-    return TokenFailure(failure(ErrorKind.OAUTH2, detail))
+    """No token, for the reason ``detail`` gives: the endpoint is not called."""
+    return TokenFailure(failure(ErrorKind.OAUTH2, f"{detail}; the endpoint was not called"))
 
 
 def token_request(oauth2: Mapping[str, str], user_agent: str) -> tuple[bytes, dict[str, str]]:

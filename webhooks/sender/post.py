@@ -36,7 +36,7 @@ from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
 
 from webhooks.config.egress import EgressProxy
-from webhooks.lifecycle.failure_kinds import ErrorKind, Failure, failure, from_exception, timeout
+from webhooks.lifecycle.failure_kinds import ErrorKind, Failure, from_exception, timeout
 from webhooks.sender import client_tls, connections, oauth2
 from webhooks.sender.connections import Resolver, system_resolver
 from webhooks.sender.deadline import AttemptDeadline, watchdog
@@ -228,8 +228,7 @@ class HttpSender:
             if attempt.expired:
                 raise TimeoutError("deadline passed while reading the token")
         except Exception as exc:  # noqa: BLE001 - mapped once, as the endpoint's are
-            reached = _failure_of(exc, attempt)
-            raise oauth2.TokenFailure(failure(ErrorKind.OAUTH2, f"token URL: {reached.text}"))
+            raise oauth2.token_failure(f"token URL: {_failure_of(exc, attempt).text}") from exc
         finally:
             attempt.failure = None  # what the token's connection saw is not the endpoint's
         return oauth2.granted(response.status_code, answer, answer.complete)
