@@ -67,7 +67,7 @@ class SharedTokens:
                 return current.access_token
             owner = str(uuid.uuid4())
             until = now + attempt.remaining() + LEASE_MARGIN_S
-            if self._run(lambda c: rows.lease(c, subscription_id, owner, now, until)):
+            if self._run(lambda c: rows.lease(c, subscription_id, owner, now, until, wanted)):
                 return self._fetch(subscription_id, owner, wanted, grant)
             if current is not None and current.access_token and now < current.expires_at:
                 return current.access_token  # another worker refreshes it; still valid

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from sqlalchemy import delete, insert, or_, select, update
+from sqlalchemy import and_, delete, insert, or_, select, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
@@ -42,14 +42,17 @@ def read(connection: Connection, subscription_id: str) -> TokenRow | None:
 
 
 def lease(connection: Connection, subscription_id: str, owner: str, now: float,
-          until: float) -> bool:
+          until: float, config_hash: str) -> bool:
     """Take the right to fetch the subscription's token until ``until``, unless another
-    owner holds it past ``now``; True if ``owner`` now holds it. The first lease of a
-    subscription creates its row (a second creator loses: the row exists)."""
+    owner holds it past ``now`` or a token of ``config_hash`` that is not due for refresh
+    is stored (another owner just fetched it); True if ``owner`` now holds it. The first
+    lease of a subscription creates its row (a second creator loses: the row exists)."""
+    fresh = and_(tokens.c.config_hash == config_hash, tokens.c.access_token.is_not(None),
+                 tokens.c.refresh_at > now)
     taken = connection.execute(
         update(tokens)
         .where(tokens.c.subscription_id == subscription_id,
-               or_(tokens.c.lease_until.is_(None), tokens.c.lease_until < now))
+               or_(tokens.c.lease_until.is_(None), tokens.c.lease_until < now), ~fresh)
         .values(lease_owner=owner, lease_until=until)).rowcount
     if taken == 1:
         return True
