@@ -136,7 +136,9 @@ def register_error_handlers(app: Flask) -> None:
 
     @app.errorhandler(InvalidCredential)
     def _invalid_credential(error: InvalidCredential):
-        return error_response(400, error.code, _sentence(str(error)))
+        # Its message starts with the field's name (client_certificate.private_key): as it is.
+        message = str(error).rstrip(".") + "."
+        return error_response(400, error.code, message)
 
     @app.errorhandler(Conflict)
     def _conflict(error: Conflict):
