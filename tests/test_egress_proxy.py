@@ -16,7 +16,8 @@ import threading
 import pytest
 import trustme
 
-from tests.support.egress import TinyProxy, free_port, tls_receiver_context
+from tests.support.egress import (TinyProxy, client_certificate, free_port, localhost_resolver,
+                                  tls_receiver_context)
 from tests.support.fastreceiver import FastReceiver
 from webhooks.config.egress import egress_proxy
 from webhooks.errors import ConfigError
@@ -27,11 +28,6 @@ BODY = b'{"type":"email.sent"}'
 HEADERS = {"Content-Type": "application/json", "X-Service-Delivery-Id": "d-1"}
 
 
-def _localhost(host: str, port: int) -> list:
-    """A resolver that knows one name, ``localhost``, as 127.0.0.1 (and addresses as such)."""
-    address = "127.0.0.1" if host == "localhost" else host
-    return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
-
 
 def _sender(proxy_url: str | None, *, mode: str = "address", allow_private: bool = True,
             ca: trustme.CA | None = None, tmp_path=None, timeout: float = TIMEOUT_S):
@@ -41,7 +37,7 @@ def _sender(proxy_url: str | None, *, mode: str = "address", allow_private: bool
         bundle = str(tmp_path / "ca.pem")
         ca.cert_pem.write_to_path(bundle)
     return HttpSender(timeout=timeout, allow_private=allow_private, ca_bundle=bundle,
-                      resolver=_localhost, proxy=egress_proxy(env))
+                      resolver=localhost_resolver, proxy=egress_proxy(env))
 
 
 @pytest.fixture
@@ -70,11 +66,6 @@ def tls_receiver(ca):
     server.stop()
 
 
-def _client_certificate(ca: trustme.CA) -> dict:
-    leaf = ca.issue_cert("webhooks-client@example.com")
-    return {"certificate": "".join(blob.bytes().decode() for blob in leaf.cert_chain_pems),
-            "private_key": leaf.private_key_pem.bytes().decode()}
-
 
 def test_an_http_endpoint_is_reached_through_a_tunnel_to_the_approved_address(proxy, receiver):
     result = _sender(proxy.url)(receiver.url("/hook"), BODY, HEADERS)
@@ -87,7 +78,7 @@ def test_an_http_endpoint_is_reached_through_a_tunnel_to_the_approved_address(pr
 def test_an_https_endpoint_is_checked_against_its_name_inside_the_tunnel(
         proxy, tls_receiver, ca, tmp_path):
     sender = _sender(proxy.url, ca=ca, tmp_path=tmp_path)
-    credentials = ReceiverCredentials("s-1", client_certificate=_client_certificate(ca))
+    credentials = ReceiverCredentials("s-1", client_certificate=client_certificate(ca))
 
     result = sender(tls_receiver.url("/secure"), BODY, HEADERS, credentials=credentials)
 
@@ -101,7 +92,7 @@ def test_a_certificate_for_another_name_still_fails_inside_the_tunnel(proxy, ca,
     other = FastReceiver(tls=tls_receiver_context(ca, "other.example")).start()
     try:
         sender = _sender(proxy.url, ca=ca, tmp_path=tmp_path)
-        credentials = ReceiverCredentials("s-1", client_certificate=_client_certificate(ca))
+        credentials = ReceiverCredentials("s-1", client_certificate=client_certificate(ca))
         result = sender(other.url("/x").replace("other.example", "localhost"), BODY, HEADERS,
                         credentials=credentials)
     finally:
@@ -111,7 +102,7 @@ def test_a_certificate_for_another_name_still_fails_inside_the_tunnel(proxy, ca,
 
 def test_name_mode_asks_the_proxy_for_the_host_name(proxy, tls_receiver, ca, tmp_path):
     sender = _sender(proxy.url, mode="name", ca=ca, tmp_path=tmp_path)
-    credentials = ReceiverCredentials("s-1", client_certificate=_client_certificate(ca))
+    credentials = ReceiverCredentials("s-1", client_certificate=client_certificate(ca))
 
     result = sender(tls_receiver.url("/named"), BODY, HEADERS, credentials=credentials)
 

@@ -16,7 +16,8 @@ import pytest
 import trustme
 
 from tests.factories import make_account, make_subscription
-from tests.support.egress import TokenServer, tls_receiver_context
+from tests.support.egress import (TokenServer, client_certificate, localhost_resolver,
+                                  tls_receiver_context)
 from tests.support.fastreceiver import FastReceiver
 from webhooks.sender.oauth2 import Granted
 from webhooks.sender.oauth2_tokens import SharedTokens
@@ -26,15 +27,6 @@ BODY = b'{"type":"email.sent"}'
 HEADERS = {"Content-Type": "application/json"}
 
 
-def _localhost(host: str, port: int) -> list:
-    address = "127.0.0.1" if host == "localhost" else host
-    return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
-
-
-def _client_certificate(ca: trustme.CA, name: str = "client@example.com") -> dict:
-    leaf = ca.issue_cert(name)
-    return {"certificate": "".join(blob.bytes().decode() for blob in leaf.cert_chain_pems),
-            "private_key": leaf.private_key_pem.bytes().decode()}
 
 
 @pytest.fixture
@@ -51,7 +43,8 @@ def bundle(ca, tmp_path):
 
 @pytest.fixture
 def sender(bundle):
-    return HttpSender(timeout=5.0, allow_private=True, ca_bundle=bundle, resolver=_localhost)
+    return HttpSender(timeout=5.0, allow_private=True, ca_bundle=bundle,
+                      resolver=localhost_resolver)
 
 
 @pytest.fixture
@@ -88,7 +81,7 @@ def subscription_id(sqlite_db):
 
 def test_a_receiver_that_requires_a_certificate_accepts_every_delivery_with_it(
         sender, tls_receiver, ca):
-    with_certificate = ReceiverCredentials("s-1", client_certificate=_client_certificate(ca))
+    with_certificate = ReceiverCredentials("s-1", client_certificate=client_certificate(ca))
 
     without = sender(tls_receiver.url("/mtls"), BODY, HEADERS)
     accepted = [sender(tls_receiver.url("/mtls"), BODY, HEADERS, credentials=with_certificate)
@@ -101,7 +94,7 @@ def test_a_receiver_that_requires_a_certificate_accepts_every_delivery_with_it(
 
 def test_a_connection_that_presented_a_certificate_is_never_reused_without_it(
         sender, tls_receiver, ca):
-    with_certificate = ReceiverCredentials("s-1", client_certificate=_client_certificate(ca))
+    with_certificate = ReceiverCredentials("s-1", client_certificate=client_certificate(ca))
 
     first = sender(tls_receiver.url("/a"), BODY, HEADERS, credentials=with_certificate)
     then_without = sender(tls_receiver.url("/a"), BODY, HEADERS)  # same thread, same host
@@ -111,7 +104,7 @@ def test_a_connection_that_presented_a_certificate_is_never_reused_without_it(
 
 
 def test_a_certificate_from_an_untrusted_ca_is_refused_by_the_receiver(sender, tls_receiver):
-    stranger = ReceiverCredentials("s-1", client_certificate=_client_certificate(trustme.CA()))
+    stranger = ReceiverCredentials("s-1", client_certificate=client_certificate(trustme.CA()))
 
     result = sender(tls_receiver.url("/mtls"), BODY, HEADERS, credentials=stranger)
 

@@ -17,7 +17,7 @@ import trustme
 from sqlalchemy import text
 
 from tests.dashboard.helpers import sign_in
-from tests.support.egress import TinyProxy, TokenServer, tls_receiver_context
+from tests.support.egress import TinyProxy, TokenServer, client_certificate, tls_receiver_context
 from tests.support.fastreceiver import FastReceiver
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
@@ -77,11 +77,6 @@ def two_workers(env):
         process.stop()
 
 
-def _certificate(ca: trustme.CA) -> dict:
-    leaf = ca.issue_cert("webhooks-client@example.com")
-    return {"certificate": "".join(b.bytes().decode() for b in leaf.cert_chain_pems),
-            "private_key": leaf.private_key_pem.bytes().decode()}
-
 
 def _emit(account_id: str, count: int) -> list[str]:
     ids = []
@@ -110,7 +105,7 @@ def test_two_workers_deliver_through_the_proxy_with_certificate_and_one_token(
     ca, _, proxy, tokens, receiver = parts
     app = create_app({"TESTING": True})
     api = app.test_client()
-    certificate = _certificate(ca)
+    certificate = client_certificate(ca)
     created = api.post(BASE, headers=alice.headers, json={
         "url": receiver.url("/mtls"), "client_certificate": certificate,
         "oauth2": tokens.settings(scope="webhooks")})

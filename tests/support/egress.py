@@ -29,7 +29,8 @@ from urllib.parse import parse_qs
 
 import pytest
 
-__all__ = ["TinyProxy", "TokenServer", "tls_receiver_context", "require_tinyproxy", "free_port"]
+__all__ = ["TinyProxy", "TokenServer", "tls_receiver_context", "require_tinyproxy", "free_port",
+           "localhost_resolver", "client_certificate"]
 
 
 def require_tinyproxy() -> str:
@@ -203,3 +204,17 @@ def tls_receiver_context(ca, server_name: str = "localhost") -> ssl.SSLContext:
     ca.configure_trust(context)
     context.verify_mode = ssl.CERT_REQUIRED
     return context
+
+
+def localhost_resolver(host: str, port: int) -> list:
+    """A resolver (getaddrinfo-shaped) that knows one name, ``localhost``, as 127.0.0.1;
+    an address is itself."""
+    address = "127.0.0.1" if host == "localhost" else host
+    return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+
+def client_certificate(ca, name: str = "webhooks-client@example.com", **options) -> dict:
+    """A subscription's ``client_certificate`` issued by the trustme ``ca``."""
+    leaf = ca.issue_cert(name, **options)
+    return {"certificate": "".join(blob.bytes().decode() for blob in leaf.cert_chain_pems),
+            "private_key": leaf.private_key_pem.bytes().decode()}

@@ -176,17 +176,9 @@ class _GuardedConnectionMixin:
             if not self.allow_private and not is_public_address(sockaddr[0]):
                 refused_addresses.append(sockaddr[0])
                 continue
-            sock = socket.socket(family, socktype, proto)
-            attempt.watch(sock)
             try:
-                for level, option, value in self.socket_options or ():
-                    sock.setsockopt(level, option, value)
-                sock.settimeout(attempt.remaining())
-                sock.connect(sockaddr)
-                return sock
+                return self._connect_one(attempt, family, socktype, proto, sockaddr)
             except OSError as exc:
-                attempt.watch(None)  # before close: the number may be reused at once
-                sock.close()
                 if isinstance(exc, TimeoutError) or attempt.expired:
                     attempt.failure = timeout("connect", attempt.budget)
                     raise ConnectTimeoutError(self, "connect timed out") from exc
@@ -195,6 +187,23 @@ class _GuardedConnectionMixin:
             attempt.failure = _connect_failure(errors)
             raise NewConnectionError(self, "Failed to establish a new connection") from errors[-1]
         _refuse(attempt, refused_addresses)
+
+    def _connect_one(self, attempt: AttemptDeadline, family, socktype, proto,
+                     sockaddr) -> socket.socket:
+        """A socket connected to ``sockaddr`` within the time left, and watched; on OSError
+        it is closed (unwatched first) before the error propagates."""
+        sock = socket.socket(family, socktype, proto)
+        attempt.watch(sock)
+        try:
+            for level, option, value in self.socket_options or ():
+                sock.setsockopt(level, option, value)
+            sock.settimeout(attempt.remaining())
+            sock.connect(sockaddr)
+            return sock
+        except OSError:
+            attempt.watch(None)  # before close: the number may be reused at once
+            sock.close()
+            raise
 
     def connect(self):
         attempt = _attempt()
@@ -299,17 +308,9 @@ class _TunnelledConnectionMixin(_GuardedConnectionMixin):
             raise NewConnectionError(self, attempt.failure.text) from exc
         errors: list[OSError] = []
         for family, socktype, protocol, _, sockaddr in candidates:
-            sock = socket.socket(family, socktype, protocol)
-            attempt.watch(sock)
             try:
-                for level, option, value in self.socket_options or ():
-                    sock.setsockopt(level, option, value)
-                sock.settimeout(attempt.remaining())
-                sock.connect(sockaddr)
-                return sock
+                return self._connect_one(attempt, family, socktype, protocol, sockaddr)
             except OSError as exc:
-                attempt.watch(None)
-                sock.close()
                 if isinstance(exc, TimeoutError) or attempt.expired:
                     attempt.failure = proxy_failure(
                         f"no connection to the egress proxy within {attempt.budget:g} s")
