@@ -166,7 +166,8 @@ class TokenServer:
             self.forms.append(form)
             if self.fail_with is not None:
                 return self.fail_with, {"error": "temporarily_unavailable"}
-            if authorization != f"Basic {expected}" or form.get("grant_type") != ["client_credentials"]:
+            granted = form.get("grant_type") == ["client_credentials"]
+            if authorization != f"Basic {expected}" or not granted:
                 return 401, {"error": "invalid_client"}
             token = "at_" + secrets.token_urlsafe(24)
             self.granted.append(token)

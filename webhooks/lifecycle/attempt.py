@@ -29,7 +29,8 @@ from webhooks.lifecycle import group_commit
 from webhooks.lifecycle.claim import Caps, Claim, claim, claim_many
 from webhooks.lifecycle.failure_kinds import internal_error
 from webhooks.lifecycle.record import Recorded, groups, record, record_many
-from webhooks.sender.post import LOCATION_LIMIT, AttemptResult, HttpSender, ReceiverCredentials, Sender
+from webhooks.sender.post import (LOCATION_LIMIT, AttemptResult, HttpSender, ReceiverCredentials,
+                                  Sender)
 from webhooks.sender.retry_after import retry_after_seconds
 from webhooks.signing import sign, standard_headers
 from webhooks.storage import clock
@@ -229,8 +230,9 @@ def _in_transaction(engine, work, doing: str):
 
 def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
     """The sender's result, signed now, with the credentials its receiver requires (only
-    then: a sender for tests needs no such argument). A sender that raises is a fault of ours, never the
-    receiver's: it becomes a failed attempt ("internal error: <type>"), not an abandoned claim."""
+    then: a sender for tests needs no such argument). A sender that raises is a fault of
+    ours, never the receiver's: it becomes a failed attempt ("internal error: <type>"), not
+    an abandoned claim."""
     started = time.monotonic()
     try:
         headers = delivery_headers(claim, settings, int(time.time()))
