@@ -284,3 +284,27 @@ def test_a_dropped_token_is_dropped_once_whoever_drops_it_again(subscription_id)
     processes[1].drop(subscription_id, "tok0")  # late: tok1 is not dropped
     assert processes[1].token(subscription_id, settings, grant, deadline) == "tok1"
     assert granted == ["tok0", "tok1"]
+
+
+@pytest.mark.parametrize("status, body, complete, said", [
+    (200, b'{"access_token": "a"}' + b" " * 70000, False, "over 64 KiB"),
+    (200, b"<html>", True, "without a JSON object"),
+    (200, b'{"token_type": "Bearer"}', True, "without an access_token"),
+    (200, b'{"access_token": "a b"}', True, "cannot be sent as a Bearer token"),
+    (200, b'{"access_token": "abc", "token_type": "mac"}', True, "another type than Bearer"),
+    (500, b'{"error": "server_error"}', True, "answered 500 server_error"),
+])
+def test_what_the_token_urls_answer_must_hold(status, body, complete, said):
+    from webhooks.sender.oauth2 import TokenFailure, granted
+
+    with pytest.raises(TokenFailure) as refused:
+        granted(status, body, complete)
+    assert said in refused.value.failure.text and refused.value.failure.kind.value == "oauth2"
+
+
+def test_expires_in_is_read_as_seconds_and_a_token_is_never_printed():
+    from webhooks.sender.oauth2 import granted
+
+    token = granted(200, b'{"access_token": "tok.EN-1", "expires_in": "120"}', True)
+    assert token.expires_in == 120.0 and token.lifetimes(1000.0) == (1090.0, 1120.0)
+    assert "tok.EN-1" not in repr(token)
