@@ -45,7 +45,9 @@ def test_deliveries_wait_while_the_proxy_is_down_and_all_arrive_once_it_is_back(
         during = emit_many(account_id, 20)
         wait_until(lambda: len(_proxy_failures()) == 20, timeout=30,
                    what="a proxy failure recorded for each of the 20")
-        assert status_counts(during) == {"pending": 20}  # on the ladder, none dead or lost
+        # On the ladder (or in a retry just now): none done, dead, failed or lost.
+        assert set(status_counts(during)) <= {"pending", "sending"}
+        assert sum(status_counts(during).values()) == 20
         proxy.start()  # the same port, as a restarted proxy
         wait_until(lambda: status_counts() == {"done": 25}, timeout=60,
                    what="all 25 done once the proxy is back")
