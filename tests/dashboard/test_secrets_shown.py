@@ -2,18 +2,18 @@
 
 A read-only portal session opens every GET route of the dashboard (enumerated from the app's
 url_map, so a page added later is checked too) and none shows the signing secret, the staged
-secret or a custom header's value; the pages that exist to show them answer 403. A full
-session sees them only in the answer to "Show secret" (a POST with the CSRF token), or once
-right after it made them; the edit form shows header values masked and keeps them when saved
-back masked.
+secret, a custom header's value or a receiver credential (CONTRACT 10.3: a client
+certificate's key, an OAuth2 client secret); the pages that exist to show them answer 403. A
+full session sees the first three only in the answer to "Show secret" (a POST with the CSRF
+token), or once right after it made them, and the credentials never; the edit form shows
+header values masked and keeps them when saved back masked.
 """
 
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import update
+import trustme
 
-from webhooks.services import rotation
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription
 
@@ -21,32 +21,45 @@ from web.dashboard.forms import MASK
 
 from .helpers import csrf_token, post_form
 from .portal_helpers import link_path, new_link, session_rows
-from .rows import dead_delivery, make_subscription
+from .rows import dead_delivery
 
 pytestmark = pytest.mark.database
 
-HEADERS = {"Authorization": "Bearer receiver-credential-7f3a", "X-Api-Key": "api-key-91c2e"}
+HEADERS = {"X-Receiver-Auth": "Bearer receiver-credential-7f3a", "X-Api-Key": "api-key-91c2e"}
+CLIENT_SECRET = "cs_live_never-on-any-page-3e8d"
 
 
 def text(response) -> str:
     return response.get_data(as_text=True)
 
 
+def _client_certificate() -> dict:
+    leaf = trustme.CA().issue_cert("client.example.com")
+    return {"certificate": "".join(b.bytes().decode() for b in leaf.cert_chain_pems),
+            "private_key": leaf.private_key_pem.bytes().decode()}
+
+
 @pytest.fixture
-def secret_rows(alice):
-    """A subscription with a staged rotation and custom headers, and a dead delivery to it;
-    its secrets and the values every dashboard route argument takes."""
-    subscription_id = make_subscription(alice.account_id)
-    with session_scope() as session:
-        session.execute(update(Subscription).where(Subscription.id == subscription_id)
-                        .values(headers=HEADERS))
-        rotation.rotate(session, session.get(Subscription, subscription_id), 3600)
-    with session_scope() as session:
-        stored = session.get(Subscription, subscription_id)
-        secrets = {"secret": stored.secret, "next_secret": stored.next_secret, **HEADERS}
-    assert secrets["next_secret"]
+def secret_rows(app, alice):
+    """A subscription with custom headers, receiver credentials (CONTRACT 10.3) and a staged
+    rotation, made through the API, and a dead delivery to it; its secrets (``shown`` on
+    request, ``never`` shown at all) and the values every dashboard route argument takes."""
+    api = app.test_client()
+    certificate = _client_certificate()
+    created = api.post("/api/webhooks/subscriptions", headers=alice.headers, json={
+        "url": "https://hooks.example.com/in", "headers": HEADERS,
+        "client_certificate": certificate,
+        "oauth2": {"token_url": "https://id.example.com/token", "client_id": "webhooks",
+                   "client_secret": CLIENT_SECRET}})
+    assert created.status_code == 201, created.get_json()
+    subscription_id = created.get_json()["id"]
+    staged = api.post(f"/api/webhooks/subscriptions/{subscription_id}/rotate-secret",
+                      headers=alice.headers, json={"activate_in": 3600}).get_json()
+    shown = {"secret": staged["secret"], "next_secret": staged["next_secret"], **HEADERS}
+    never = {"private_key": certificate["private_key"].splitlines()[1],
+             "client_secret": CLIENT_SECRET}
     delivery_id = dead_delivery(alice.account_id, subscription_id)
-    return {"secrets": secrets,
+    return {"secrets": {**shown, **never}, "shown": shown,
             "arguments": {"subscription_id": subscription_id, "delivery_id": delivery_id,
                           "token": "not-a-link", "_unknown": "no/such/page"}}
 
@@ -94,7 +107,7 @@ def test_no_page_a_read_only_session_opens_shows_a_secret(app, alice, secret_row
     assert all(row.read_only for row in session_rows())
     page = text(_read_only_client(app, alice.account_id).get(
         f"/dashboard/subscriptions/{subscription_id}"))
-    assert "Authorization" in page and "X-Api-Key" in page  # header names are shown
+    assert "X-Receiver-Auth" in page and "X-Api-Key" in page  # header names are shown
 
 
 def test_the_pages_that_show_secrets_refuse_a_read_only_session(read_only_client, secret_rows):
@@ -130,7 +143,8 @@ def test_a_full_session_sees_secrets_only_when_it_asks_with_a_post(app, full_cli
     revealed = post_form(full_client, page, f"{page}/secret")
     assert revealed.status_code == 200
     assert revealed.headers["Cache-Control"] == "no-store"
-    assert sorted(_shown(text(revealed), secret_rows["secrets"])) == sorted(secret_rows["secrets"])
+    # The signing secrets and header values; never the 10.3 credentials (write-only).
+    assert _shown(text(revealed), secret_rows["secrets"]) == list(secret_rows["shown"])
     # Without the form's token nothing is shown (no other site can ask for it).
     assert full_client.post(f"{page}/secret").status_code == 400
 
@@ -153,13 +167,13 @@ def test_the_edit_form_masks_header_values_and_keeps_them_when_saved_back(alice_
     subscription_id = secret_rows["arguments"]["subscription_id"]
     edit = f"/dashboard/subscriptions/{subscription_id}/edit"
     form = text(alice_client.get(edit))
-    assert f"Authorization: {MASK}" in form and "receiver-credential" not in form
+    assert f"X-Receiver-Auth: {MASK}" in form and "receiver-credential" not in form
     saved = post_form(alice_client, edit, edit, {
         "url": "https://hooks.example.com/in", "filter_mode": "all",
-        "headers": f"Authorization: {MASK}\nX-Api-Key: changed-value\nX-New: {MASK}"})
+        "headers": f"X-Receiver-Auth: {MASK}\nX-Api-Key: changed-value\nX-New: {MASK}"})
     assert saved.status_code == 302
     with session_scope() as session:
         stored = session.get(Subscription, subscription_id).headers
     # A masked value keeps the stored one; a new header takes what was written, even the mask.
-    assert stored == {"Authorization": HEADERS["Authorization"], "X-Api-Key": "changed-value",
-                      "X-New": MASK}
+    assert stored == {"X-Receiver-Auth": HEADERS["X-Receiver-Auth"],
+                      "X-Api-Key": "changed-value", "X-New": MASK}

@@ -11,7 +11,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from webhooks.config import get_settings
-from webhooks.errors import Conflict
+from webhooks.errors import Conflict, InvalidCredential
 from webhooks.services import pausing, subscriptions as subscription_service, testing
 from webhooks.services.reads import utcnow
 from webhooks.services.rotation import secrets_at
@@ -53,6 +53,18 @@ def _target_refused(form: SubscriptionForm) -> bool:
         check_target_allowed(form.url.data)
     except ApiError as error:
         form.url.errors = [*form.url.errors, error.message]
+        return True
+    return False
+
+
+def _credentials_refused(form: SubscriptionForm, subscription: Subscription) -> bool:
+    """Apply the API's credential rules to the form's url and headers (an http url beside a
+    client certificate, an Authorization header beside oauth2); True if refused."""
+    try:
+        subscription_service.credential_changes(
+            {"url": form.url.data, **form.chosen_settings(subscription.headers)}, subscription)
+    except InvalidCredential as error:
+        form.url.errors = [*form.url.errors, str(error)]
         return True
     return False
 
@@ -135,6 +147,9 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         secrets=secrets_at(subscription, now),
         takes_over_in=_from_now(subscription.next_secret_active_at, now),
         option_facts=facts(subscription),
+        credentials=subscription_service.shown_credentials(subscription),
+        certificate_expires_soon=subscription_service.certificate_expires_soon(subscription, now),
+        warning_days=subscription_service.EXPIRY_WARNING_DAYS,
         in_flight_limit=subscription_service.in_flight_limit(subscription),
         adaptive_pace=get_settings().adaptive_pace,
         rotate_form=RotateForm(),
@@ -177,7 +192,8 @@ def edit_subscription(subscription_id: str):
     if not form.is_submitted():
         form.url.data = shown_url(subscription.url)  # saved back unchanged, it keeps the password
         form.show(subscription)
-    elif form.validate() and not _target_refused(form):
+    elif (form.validate() and not _target_refused(form)
+          and not _credentials_refused(form, subscription)):
         subscription_service.change(db_session(), subscription,
                                     url=url_to_store(form.url.data, subscription.url),
                                     **form.chosen_settings(subscription.headers))
