@@ -22,9 +22,10 @@ from ..ratelimit import check_send_test
 from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import db_session
 from . import queries
-from .blueprint import bp, current_account
+from .blueprint import bp, current_account, is_read_only
 from .forms import TYPE_DESCRIPTIONS, RecoverForm, RotateForm, SubscriptionForm
 from .options import facts
+from .secrets_shown import show_once, shows_secrets, take_show_once
 from .views_overview import chart_since, hourly_chart
 
 log = logging.getLogger("web.dashboard")
@@ -61,7 +62,7 @@ def _credentials_refused(form: SubscriptionForm, subscription: Subscription) -> 
     client certificate, an Authorization header beside oauth2); True if refused."""
     try:
         subscription_service.credential_changes(
-            {"url": form.url.data, **form.chosen_settings()}, subscription)
+            {"url": form.url.data, **form.chosen_settings(subscription.headers)}, subscription)
     except InvalidCredential as error:
         form.url.errors = [*form.url.errors, str(error)]
         return True
@@ -102,8 +103,9 @@ def new_subscription():
             flash(f"Subscription not created: {refused}.", "error")
             return _form_page(form, None, 409)
         log.info("subscription created in the dashboard", extra=_ids(subscription))
-        flash("Subscription created. Its signing secret is shown below: give it to your "
-              "endpoint so it can verify every delivery.", "success")
+        flash("Subscription created. Its signing secret is shown below, this once: give it "
+              "to your endpoint so it can verify every delivery.", "success")
+        show_once(subscription.id)
         return redirect(url_for("dashboard.subscription_secret", subscription_id=subscription.id))
     return _form_page(form, None, 400 if form.is_submitted() else 200)
 
@@ -128,6 +130,9 @@ def _from_now(moment: dt.datetime | None, now: dt.datetime) -> str:
 
 
 def _subscription_page(subscription: Subscription, show_secret: bool):
+    """The subscription's page; with ``show_secret``, its secrets too (secrets_shown.py)."""
+    if show_secret and is_read_only():
+        abort(403)  # the views refuse first (blueprint.py); this is the last line
     session = db_session()
     account_id = current_account().id
     recent, _ = queries.delivery_page(
@@ -167,14 +172,20 @@ def subscription(subscription_id: str):
     return _subscription_page(_own(subscription_id), show_secret=False)
 
 
-@bp.get("/subscriptions/<subscription_id>/secret")
+@bp.route("/subscriptions/<subscription_id>/secret", methods=["GET", "POST"])
+@shows_secrets
 def subscription_secret(subscription_id: str):
+    """POST ("Show secret", CSRF-checked): the page with its secrets. GET: the page with them
+    only right after this session made them, once; else hidden (secrets_shown.py)."""
     subscription = _own(subscription_id)
-    log.info("signing secret shown in the dashboard", extra=_ids(subscription))
-    return _subscription_page(subscription, show_secret=True)
+    show_secret = request.method == "POST" or take_show_once(subscription.id)
+    if show_secret:
+        log.info("signing secret shown in the dashboard", extra=_ids(subscription))
+    return _subscription_page(subscription, show_secret=show_secret)
 
 
 @bp.route("/subscriptions/<subscription_id>/edit", methods=["GET", "POST"])
+@shows_secrets  # the form of the subscription's credentials (values masked, but a form to act)
 def edit_subscription(subscription_id: str):
     subscription = _own(subscription_id)
     form = SubscriptionForm()
@@ -185,7 +196,7 @@ def edit_subscription(subscription_id: str):
           and not _credentials_refused(form, subscription)):
         subscription_service.change(db_session(), subscription,
                                     url=url_to_store(form.url.data, subscription.url),
-                                    **form.chosen_settings())
+                                    **form.chosen_settings(subscription.headers))
         log.info("subscription changed in the dashboard", extra=_ids(subscription))
         flash("Subscription saved.", "success")
         return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
