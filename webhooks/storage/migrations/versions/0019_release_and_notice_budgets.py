@@ -9,14 +9,14 @@
   first: every budget starts full.
 
 Revision ID: 0019
-Revises: 0018
+Revises: 0022
 Create Date: 2026-11-28
 """
 from alembic import op
 import sqlalchemy as sa
 
 revision = "0019"
-down_revision = "0018"
+down_revision = "0022"
 branch_labels = None
 depends_on = None
 
