@@ -86,7 +86,8 @@ def checked_data(event_type: Any, data: Any) -> tuple[dict[str, list[str]], Any]
     timestamp ending ``+00:00`` (fields.Timestamp: SPEC 2.3's form) and nothing else
     changed. One load does both (it costs what a validation did)."""
     if not isinstance(event_type, str) or event_type not in _BY_NAME:
-        return {"type": [f"Unknown event type; expected one of: {', '.join(EVENT_TYPE_NAMES)}."]}, data
+        expected = ", ".join(EVENT_TYPE_NAMES)
+        return {"type": [f"Unknown event type; expected one of: {expected}."]}, data
     if not isinstance(data, dict):
         return {"data": ["Must be a JSON object."]}, data
     if not all(isinstance(key, str) for key in data):
