@@ -219,10 +219,11 @@ def test_db_upgrade_from_an_older_revision_names_both(fresh_database):
 def test_db_purge_on_a_database_without_schema_says_to_upgrade(fresh_database):
     Path(fresh_database.removeprefix("sqlite:///")).touch()  # an empty file: a database, no schema
     [line] = refused(CliRunner().invoke(main, ["db", "purge"]))
-    assert line == f"the database {fresh_database} has no schema yet: run `webhooks db upgrade` first"
+    assert line == (f"the database {fresh_database} has no schema yet: run `webhooks db upgrade` "
+                    "first")
 
 
-# ---------------------------------------------------------------- database URLs (issue 36, items 12, 13)
+# ------------------------------------------------------- database URLs (issue 36, items 12, 13)
 
 
 def _with_database_url(monkeypatch, url: str) -> None:
@@ -260,7 +261,8 @@ def test_a_sqlite_file_that_does_not_exist_yet_is_not_made_by_a_command_that_nee
     url = f"sqlite:///{tmp_path / 'x.db'}"
     _with_database_url(monkeypatch, url)
     [line] = refused(CliRunner().invoke(main, ["accounts", "create", "Acme"]))
-    assert line == f"the database {url} does not exist yet: run `webhooks db upgrade` first to create it"
+    assert line == (f"the database {url} does not exist yet: run `webhooks db upgrade` first to "
+                    "create it")
     assert list(tmp_path.iterdir()) == []
     assert CliRunner().invoke(main, ["db", "upgrade"]).exit_code == 0  # upgrade makes it
     assert (tmp_path / "x.db").exists()

@@ -272,8 +272,9 @@ def rate_limit_storage(env, broker_url: str) -> str:
 POSTGRESQL_DRIVER = "postgresql+psycopg2"
 _POSTGRESQL_SCHEMES = ("postgresql", "postgres", POSTGRESQL_DRIVER)
 _SQLITE_SCHEMES = ("sqlite", "sqlite+pysqlite")
-SUPPORTED_DATABASE_URLS = ("a PostgreSQL URL (postgresql://, postgres:// or postgresql+psycopg2://, "
-                           "used through psycopg2) or a SQLite one (sqlite:///<file>)")
+SUPPORTED_DATABASE_URLS = ("a PostgreSQL URL (postgresql://, postgres:// or "
+                           "postgresql+psycopg2://, used through psycopg2) or a SQLite one "
+                           "(sqlite:///<file>)")
 
 
 def supported_database_url(raw: str, name: str) -> str:
