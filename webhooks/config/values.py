@@ -14,7 +14,7 @@ __all__ = [
     "get", "positive_number", "retry_delays", "boolean", "matching", "version", "secret_key",
     "ca_bundle", "metrics_token", "log_level", "rate_limit", "rate_limit_storage",
     "purge_batch", "purge_seconds", "read_database_url", "SENTINEL_NAME_RE",
-    "database_url", "supported_database_url", "SUPPORTED_DATABASE_URLS",
+    "database_url_of", "supported_database_url", "SUPPORTED_DATABASE_URLS",
 ]
 
 DEFAULT_RETRY_DELAYS = (60, 300, 1800, 7200, 43200)
@@ -306,7 +306,7 @@ def supported_database_url(raw: str, name: str) -> str:
     return url
 
 
-def database_url(env, name: str) -> str | None:
+def database_url_of(env, name: str) -> str | None:
     """``env[name]``, a database URL the service can use (supported_database_url); None if unset."""
     raw = get(env, name)
     return supported_database_url(raw, name) if raw else None

@@ -26,13 +26,13 @@ from webhooks.config.logs import redact
 from webhooks.errors import SchemaNotReady
 from webhooks.storage.db import check_sqlite_folder, get_engine, sqlite_file
 
-__all__ = ["upgrade", "alembic_config", "check_schema", "schema_errors", "database_name"]
+__all__ = ["upgrade", "alembic_config", "check_schema", "schema_errors"]
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 UPGRADE_HINT = "run `webhooks db upgrade`"
 
 
-def database_name(url: str | None = None) -> str:
+def _database_name(url: str | None = None) -> str:
     """``url`` (default: WEBHOOKS_DATABASE_URL) as messages name it: its password masked."""
     return redact(url or get_settings().database_url)
 
@@ -99,7 +99,7 @@ def check_schema(url: str | None = None, *, engine: Engine | None = None) -> Non
 
     url = url or (engine.url.render_as_string(hide_password=False) if engine is not None
                   else get_settings().database_url)
-    name = database_name(url)
+    name = _database_name(url)
     _check_file_exists(url, name)
     script = ScriptDirectory.from_config(alembic_config(url))
     heads = set(script.get_heads())
@@ -131,7 +131,7 @@ def _check_file_exists(url: str, name: str) -> None:
     check_sqlite_folder(path)
     hint = ""
     if path.parent == get_settings().data_dir:
-        hint = (f" (the data folder, WEBHOOKS_DATA_DIR, defaults to ./webhooks-data in the "
+        hint = (" (the data folder, WEBHOOKS_DATA_DIR, defaults to ./webhooks-data in the "
                 "folder webhooks is run from: if your data is elsewhere, run this from that "
                 "folder or set WEBHOOKS_DATA_DIR)")
     raise SchemaNotReady(f"the database {name} does not exist yet: {UPGRADE_HINT} first to "
