@@ -17,6 +17,7 @@ from typing import Mapping
 from webhooks.config.values import (
     DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, SENTINEL_NAME_RE, read_database_url, purge_batch, purge_seconds, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
 )
+from webhooks.config.values import database_url_of
 from webhooks.config.egress import EgressProxy, egress_proxy
 from webhooks.errors import ConfigError  # noqa: F401 - raised by the parsers; callers catch it from here
 
@@ -145,7 +146,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Parse settings from ``env`` (default: ``os.environ``); raise ConfigError if malformed."""
     env = os.environ if env is None else env
     data_dir = Path(get(env, "WEBHOOKS_DATA_DIR") or "webhooks-data").absolute()
-    database_url = get(env, "WEBHOOKS_DATABASE_URL") or f"sqlite:///{data_dir / 'webhooks.db'}"
+    database_url = (database_url_of(env, "WEBHOOKS_DATABASE_URL")
+                    or f"sqlite:///{data_dir / 'webhooks.db'}")
     broker_url = get(env, "WEBHOOKS_BROKER_URL") or "filesystem://"
     countdown_limit = positive_number(
         env, "WEBHOOKS_COUNTDOWN_LIMIT", 300, integer=True, allow_zero=True
