@@ -8,14 +8,14 @@
   pause and resume notices of each (webhooks/operational/budget.py). Empty at
   first: every budget starts full.
 
-Revision ID: 0019
+Revision ID: 0023
 Revises: 0022
 Create Date: 2026-11-28
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0019"
+revision = "0023"
 down_revision = "0022"
 branch_labels = None
 depends_on = None
