@@ -60,6 +60,10 @@ SIZE_OPTIONS = [
      "worker processes of the service and of django-webhook2 in the shared scenario (1)"),
     ("--shared-backlog", "shared_backlog", int,
      "messages the shared scenario's emitters let wait at most (1000)"),
+    ("--resume-requests", "resume_requests", int,
+     "requests of each leg of the resume scenario (400)"),
+    ("--resume-stored", "resume_stored", int,
+     "events of history the resume scenario stores first (100000)"),
 ]
 
 

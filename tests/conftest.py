@@ -19,7 +19,7 @@ from sqlalchemy import text  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 
-TABLES = "oauth2_tokens, scheduled_runs, portal_links, dashboard_sessions, ordering_keys, waiting_counts, attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
+TABLES = "notice_budgets, oauth2_tokens, scheduled_runs, portal_links, dashboard_sessions, ordering_keys, waiting_counts, attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
 
 # The tiers (README, "Tests"): `--tier fast` keeps the tests that need no server:
 # no PostgreSQL, no Redis, no worker process, no command run as a process of
@@ -193,13 +193,14 @@ def receiver():
 
 @pytest.fixture
 def published(monkeypatch):
-    """Capture the deliver messages and sweep requests that would go to the broker
-    (call .settled() to read; ``.sweeps`` counts the sweeps)."""
+    """Capture the deliver messages, sweep and release requests that would go to the broker
+    (call .settled() to read; ``.sweeps`` counts the sweeps, ``.releases`` the releases)."""
     from tests.factories import Published
 
     sent = Published()
     monkeypatch.setattr("webhooks.broker.outbox.send_to_broker", lambda items: sent.extend(items) or [])
     monkeypatch.setattr("webhooks.broker.outbox.request_sweep", sent.request_sweep)
+    monkeypatch.setattr("webhooks.broker.outbox.request_release", sent.request_release)
     return sent
 
 
