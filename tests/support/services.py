@@ -57,6 +57,9 @@ def _lease_redis_db() -> tuple[str, redis_lease.Lease | None]:
     REDIS_DBS. No lease without a Redis server (the tests that need one skip)."""
     import redis
 
+    inherited = _inherited_lease()
+    if inherited:
+        return inherited, None
     explicit = os.environ.get("WEBHOOKS_TEST_REDIS_URL")
     url = _redis_url(explicit or f"{REDIS_SERVER}/13", _WORKER_INDEX)
     registry = redis.Redis.from_url(url.rpartition("/")[0] + f"/{redis_lease.REGISTRY_DB}",
@@ -72,7 +75,21 @@ def _lease_redis_db() -> tuple[str, redis_lease.Lease | None]:
         lease = redis_lease.lease_one_of(registry, redis_lease.parse_pool(REDIS_DBS), holder)
         url = f"{url.rpartition('/')[0]}/{lease.db}"
     atexit.register(lease.release)
+    os.environ[_LEASED_ENV] = f"{_HOLDER_PROCESS} {url}"
     return url, lease.keep()
+
+
+# A process a test starts (a receiver under multiprocessing's spawn, a fresh interpreter)
+# imports this module again: it uses the db its test process leased, named here with the
+# xdist worker it belongs to, instead of leasing one more (or finding none free).
+_LEASED_ENV = "WEBHOOKS_TEST_REDIS_LEASED"
+_HOLDER_PROCESS = XDIST_WORKER or "main"
+
+
+def _inherited_lease() -> str | None:
+    """The Redis URL this process's test process leased, if it is such a child; else None."""
+    holder, _, url = os.environ.get(_LEASED_ENV, "").partition(" ")
+    return url if holder == _HOLDER_PROCESS and url else None
 
 
 REDIS_URL, REDIS_LEASE = _lease_redis_db()
