@@ -111,7 +111,9 @@ def verify(secret: str | Sequence[str], body: bytes, header: str | Mapping[str, 
             _verify_standard(secrets, body, headers, tolerance, now)
             return
         header = _service_header(headers)
-    secrets = _shared_secrets(secrets)
+        secrets = _shared_secrets(secrets, "this delivery has no webhook-signature header")
+    else:
+        secrets = _shared_secrets(secrets, "pass the request's headers, not this header's value")
     digest, timestamp = _parse(header)
     _check_time(timestamp, tolerance, now)
     # Every secret is tried (no early exit), so the time taken says nothing about which matched.
@@ -120,13 +122,13 @@ def verify(secret: str | Sequence[str], body: bytes, header: str | Mapping[str, 
         raise InvalidSignature(f"signature does not match the body and {_which(secrets)}")
 
 
-def _shared_secrets(secrets: list[str]) -> list[str]:
+def _shared_secrets(secrets: list[str], why_not: str) -> list[str]:
     """The HMAC secrets among ``secrets``, for an ``X-<Service>-Signature``; a public key
-    checks only ``v1a`` signatures, which that header never holds."""
+    checks only ``v1a`` signatures, which that header never holds (``why_not`` says so)."""
     shared = [key for key in secrets if not key.startswith(PUBLIC_KEY_PREFIX)]
     if not shared:
-        raise InvalidSignature("a whpk_ public key checks Standard Webhooks v1a signatures "
-                               "only: pass the request's headers, with webhook-signature")
+        raise InvalidSignature("a whpk_ public key checks the v1a signatures of webhook-signature "
+                               f"only: {why_not}")
     return shared
 
 
