@@ -206,9 +206,10 @@ def _operation(doc: ApiDoc, endpoint: str, arguments: list[str]) -> dict:
             "name": name,
             "in": "path",
             "required": True,
-            "schema": {"type": "string", "format": "uuid"},
+            # A public route takes any string: one that is no id answers as an unknown id.
+            "schema": {"type": "string", "format": "uuid"} if owned_ids else {"type": "string"},
             "description": "an id the caller owns (any other id answers 404)" if owned_ids
-            else "an id; one that names nothing answers as one that owns nothing",
+            else "an id; anything else answers as an id that names nothing",
         }
         for name in sorted(arguments)
     ]
