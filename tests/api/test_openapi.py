@@ -127,6 +127,7 @@ def test_the_resource_schemas_match_the_contract(document):
         "paused_at", "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
         "next_secret_active_at", "paused_reason", "signature_scheme",
         "public_key", "next_public_key",
+        "client_certificate", "oauth2",  # CONTRACT 10.3
     } | {option.name for option in OPTIONS}
     # A standard-ed25519 subscription has no secret in any answer (CONTRACT 10.2).
     assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"])

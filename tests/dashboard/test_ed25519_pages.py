@@ -145,3 +145,17 @@ def test_an_hmac_subscription_shows_no_key_set(alice_client, alice, scheme):
                                                signature_scheme=scheme).id
     html = alice_client.get(_page(subscription_id)).get_data(as_text=True)
     assert "Signing secret" in html and 'id="key-set-url"' not in html
+
+
+def test_header_values_of_a_key_pair_subscription_are_revealed_as_for_any(app, alice_client,
+                                                                          alice):
+    with session_scope() as session:
+        subscription_id = subscriptions.create(
+            session, alice.account_id, "https://hooks.example.com/in", signature_scheme=ED25519,
+            headers={"Authorization": "Bearer receiver-token"}).id
+    page = _page(subscription_id)
+    hidden = alice_client.get(page).get_data(as_text=True)
+    assert "receiver-token" not in hidden and "Show header values</button>" in hidden
+    shown = post_form(alice_client, page, f"{page}/secret").get_data(as_text=True)
+    assert "Bearer receiver-token" in shown
+    assert all(part not in shown for part in _private_parts(subscription_id))
