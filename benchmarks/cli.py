@@ -60,6 +60,10 @@ SIZE_OPTIONS = [
      "worker processes of the service and of django-webhook2 in the shared scenario (1)"),
     ("--shared-backlog", "shared_backlog", int,
      "messages the shared scenario's emitters let wait at most (1000)"),
+    ("--resume-requests", "resume_requests", int,
+     "requests of each leg of the resume scenario (400)"),
+    ("--resume-stored", "resume_stored", int,
+     "events of history the resume scenario stores first (100000)"),
 ]
 
 
@@ -107,6 +111,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _database_url() -> str:
+    """WEBHOOKS_DATABASE_URL as the service takes it (postgresql:// through psycopg2), or the
+    service's one-line refusal."""
+    from webhooks.config.values import supported_database_url
+    from webhooks.errors import ConfigError
+
+    try:
+        return supported_database_url(os.environ["WEBHOOKS_DATABASE_URL"], "WEBHOOKS_DATABASE_URL")
+    except ConfigError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
 def build_options(args: argparse.Namespace):
     from .context import FULL, QUICK, Options, PoolConfig, procfile_pool, replace_sizes
 
@@ -124,7 +140,7 @@ def build_options(args: argparse.Namespace):
         purge_pace=_pace(args.purge_pace), realistic_mix_ms=_mix(args.delay_mix),
     )
     return Options(
-        database_url=os.environ["WEBHOOKS_DATABASE_URL"],
+        database_url=_database_url(),
         broker_url=os.environ["WEBHOOKS_BROKER_URL"],
         scenarios=[s for s in ALL if s in scenarios],
         repeats=args.repeats or (1 if args.quick else 3),

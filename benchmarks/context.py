@@ -60,6 +60,7 @@ class Sizes:
 
     throughput_deliveries: int = 20_000  # per run, to one fast subscription
     emit_calls: int = 2_000  # emit_event calls with 1 subscription (and bare publishes)
+    emit_batch_sizes: tuple[int, ...] = (1_000, 10_000)  # events per emit_events call (emit_batch)
     fanout_calls: int = 100  # emit_event calls with 100 subscriptions
     fanout_subscriptions: int = 100
     latency_seconds: float = 20.0  # how long events are emitted at the paced rate
@@ -106,12 +107,16 @@ class Sizes:
     shared_emitter_threads: int = 1  # threads calling emit_event in each (the service's)
     shared_workers: int = 1  # worker processes of the service (and of django-webhook2)
     shared_backlog: int = 1_000  # messages the emitters let wait at most (back-pressure)
+    resume_requests: int = 400  # requests of each leg of the resume scenario
+    resume_request_rate: float = 50.0  # their rate, requests/s
+    resume_other_rate: float = 20.0  # the other tenant's events/s meanwhile
+    resume_stored: int = 100_000  # events of history stored first (the audit had 122,000)
 
 
 FULL = Sizes()
 QUICK = Sizes(
-    throughput_deliveries=200, emit_calls=100, fanout_calls=5, latency_seconds=1.0,
-    latency_fallback_rate=50.0, isolation_seconds=1.0, isolation_drain_cap=2.0,
+    throughput_deliveries=200, emit_calls=100, emit_batch_sizes=(100,), fanout_calls=5,
+    latency_seconds=1.0, latency_fallback_rate=50.0, isolation_seconds=1.0, isolation_drain_cap=2.0,
     backlog_deliveries=1_000, backlog_wait=40.0, backlog_measure_seconds=2.0,
     backlog_fresh_rate=20.0, punctuality_deliveries=3, punctuality_ladder=(1, 2),
     punctuality_countdown_limit=1, history_events=3_000, history_small=1_000, history_repeats=3,
@@ -119,7 +124,7 @@ QUICK = Sizes(
     purge_rows=3_000, purge_deliveries=200, purge_pairs=1, cost_deliveries=100, pace_deliveries=300,
     ordering_deliveries=300, ordering_keys=50,
     realistic_deliveries=200, realistic_subscriptions=20, shared_seconds=2.0, shared_warmup=0.5,
-    shared_monitor_seconds=1.0, shared_backlog=200,
+    shared_monitor_seconds=1.0, shared_backlog=200, resume_requests=40, resume_stored=2_000,
 )
 
 

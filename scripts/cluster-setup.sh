@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the cluster (make cluster, tests/cluster/) needs beyond
-# PostgreSQL 15 and Redis: nftables (the partitions), faketime (the skewed clock),
-# iproute2 (ip netns); with --guides also nginx (below). Idempotent: does nothing when
-# they are all there. Needs root (the cluster itself does too); as another user it says
-# so and exits 0, and the cluster's test then skips (or fails under CI) naming what is missing.
+# PostgreSQL 15 and Redis: nftables (the partitions), faketime (the skewed clock, also
+# tests/test_clock.py), iproute2 (ip netns); with --guides also nginx (below). Run by
+# `make test` (make test-packages), .ci/run and make cluster. Idempotent: does nothing when
+# they are all there. Needs root (the cluster itself does too); as another user, or
+# without apt-get, it says so and exits 0, and the tests that need them then skip (or fail
+# under CI) naming what is missing.
 set -euo pipefail
 
 missing=()
@@ -20,6 +22,10 @@ fi
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "cluster-setup: ${missing[*]} missing and this user cannot run apt-get" >&2
+    exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "cluster-setup: ${missing[*]} missing and apt-get is not here" >&2
     exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive

@@ -33,14 +33,24 @@ def make_subscription(account_id: str, url: str, event_types=None, status="activ
 class Published(list):
     """Deliver messages captured instead of sent; ``settled()`` waits for the background publisher.
 
-    ``sweeps`` counts the sweeps asked for (``request_sweep``), which are not sent either.
+    ``sweeps`` counts the sweeps asked for (``request_sweep``), and ``releases`` lists the
+    subscriptions whose release task was asked for (``request_release``); neither is sent.
     """
 
     sweeps = 0
 
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.releases: list[str] = []
+
     def request_sweep(self) -> bool:
         """Stands in for queue.request_sweep: counted, and accepted as a reachable broker would."""
         self.sweeps += 1
+        return True
+
+    def request_release(self, subscription_id: str) -> bool:
+        """Stands in for outbox.request_release: noted, and accepted as a reachable broker would."""
+        self.releases.append(subscription_id)
         return True
 
     def settled(self) -> "Published":

@@ -124,11 +124,13 @@ def test_no_private_target_receives_a_request_through_the_workers(jailed_workers
             "JOIN deliveries d ON d.id = a.delivery_id JOIN subscriptions s ON s.id = d.subscription_id "
             "ORDER BY s.url, a.number")).all()
     assert len(rows) == 2 * len(urls)  # the whole (one-step) ladder, each attempt refused
-    # "localhost." does not resolve everywhere; where it does not, nothing is sent either.
+    # An address the URL spells is refused as such; one a name (or a spelling getaddrinfo
+    # reads, such as 127.1) resolves to fails as a name that does not resolve (issue 36).
     wrong = [(url, error) for url, _, status_code, error in rows
              if status_code is not None or not (
                  error.startswith("refused: destination")
-                 or ("localhost." in url and error.startswith("DNS lookup failed")))]
+                 or error == "DNS lookup failed: the endpoint's host name does not resolve to "
+                             "a public address")]
     assert wrong == []
     assert v4.count() == 0 and (v6 is None or v6.count() == 0), "a private target received a request"
     assert not jail_log.exists(), f"the guard let connects through: {jail_log.read_text()}"
@@ -146,6 +148,7 @@ FAKE_DNS = {
     "many.test": ["10.0.0.7", "192.168.0.9", "127.0.0.1", "::1"],
     "hooks.public-looking.test": ["127.0.0.2"],  # stands in for a public address (see below)
 }
+NO_SUCH_NAME = "no-such-name.test"  # the resolver answers that it does not exist
 
 
 @pytest.fixture
@@ -155,6 +158,8 @@ def resolver(monkeypatch):
 
     def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
         name = host.decode() if isinstance(host, bytes) else host
+        if name == NO_SUCH_NAME:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
         if name in FAKE_DNS:
             answers = []
             for address in FAKE_DNS[name]:
@@ -191,37 +196,43 @@ def guarded(db, monkeypatch):
 
 
 def _deliver_once(account_id: str, url: str):
-    """One subscription and one event; run attempt 1 here; returns the recorded attempt."""
-    from webhooks.lifecycle.attempt import run_attempt
+    """One subscription and one event; run attempt 1 here; returns the recorded attempt.
+    The account's earlier subscriptions are left out (they take test.ping alone)."""
+    from sqlalchemy import update
 
+    from webhooks.lifecycle.attempt import run_attempt
+    from webhooks.storage.models import Subscription
+
+    with get_engine().begin() as connection:
+        connection.execute(update(Subscription).values(event_types=["test.ping"]))
     make_subscription(account_id, url, ["email.sent"])
     (delivery_id,) = emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids
     assert run_attempt(delivery_id, 0) == "pending"  # retried: refused is "any other outcome"
     with get_engine().connect() as connection:
         return connection.execute(
-            text("SELECT status_code, error, outcome FROM attempts WHERE delivery_id = :d"),
-            {"d": delivery_id}).one()
+            text("SELECT status_code, error, error_kind, outcome FROM attempts "
+                 "WHERE delivery_id = :d"), {"d": delivery_id}).one()
 
 
 @pytest.mark.parametrize("name", sorted(set(FAKE_DNS) - {"hooks.public-looking.test"}))
-def test_names_that_resolve_to_private_addresses_are_refused(guarded, resolver, jail, receivers, name,
-                                                              caplog):
-    from sqlalchemy import update
-
-    from webhooks.storage.models import Subscription
-
+def test_a_name_with_only_private_addresses_fails_as_a_name_that_does_not_resolve(
+        guarded, resolver, jail, receivers, name, caplog):
+    """The tenant reads the attempt's error and kind: the same for a name whose addresses
+    are all private as for a name that does not exist, so subscribing to internal names
+    cannot tell which of them resolve (issue 36). The operators' log has the addresses."""
     v4, v6 = receivers
     v4.clear()
-    with get_engine().begin() as connection:  # one subscription per case
-        connection.execute(update(Subscription).values(event_types=["test.ping"]))
-    caplog.set_level(logging.WARNING, logger="webhooks.netguard")
-    attempt = _deliver_once(guarded, f"http://{name}:{v4.port}/hook")
-    assert attempt.status_code is None and attempt.error.startswith("refused: destination"), attempt
-    assert attempt.outcome == "retry"
-    # The tenant reads the attempt's error: it must not map the name to an internal address.
-    assert not any(address in attempt.error for address in FAKE_DNS[name]), attempt.error
-    logged = " ".join(r.getMessage() for r in caplog.records if r.name == "webhooks.netguard")
-    assert any(address in logged for address in FAKE_DNS[name]), "operators lost the address"
+    caplog.set_level(logging.INFO, logger="webhooks.netguard")
+    private = _deliver_once(guarded, f"http://{name}:{v4.port}/hook")
+    unknown = _deliver_once(guarded, f"http://{NO_SUCH_NAME}:{v4.port}/hook")
+    assert (private.status_code, private.error_kind, private.error, private.outcome) == (
+        unknown.status_code, unknown.error_kind, unknown.error, unknown.outcome) == (
+        None, "dns", "DNS lookup failed: the endpoint's host name does not resolve to a "
+                     "public address", "retry")
+    logged = [r.getMessage() for r in caplog.records if r.name == "webhooks.netguard"]
+    assert any(name in line and all(address in line for address in FAKE_DNS[name])
+               for line in logged), "operators lost the addresses"
+    assert any(NO_SUCH_NAME in line and "Name or service not known" in line for line in logged)
     assert v4.count() == 0 and (v6 is None or v6.count() == 0)
 
 
@@ -233,11 +244,8 @@ def test_a_public_looking_endpoint_that_redirects_to_a_private_one(guarded, reso
     Redirects are never followed: the 3xx is recorded and retried like a 5xx,
     and the private target receives nothing.
     """
-    from sqlalchemy import update
-
     from webhooks.sender import connections
     from webhooks.sender import netguard
-    from webhooks.storage.models import Subscription
 
     v4, _ = receivers
     v4.clear()
@@ -246,8 +254,6 @@ def test_a_public_looking_endpoint_that_redirects_to_a_private_one(guarded, reso
     public = FastReceiver("127.0.0.2").start()
     try:
         public.rule("/in", Redirect(v4.url("/private"), code))
-        with get_engine().begin() as connection:
-            connection.execute(update(Subscription).values(event_types=["test.ping"]))
         attempt = _deliver_once(guarded, f"http://hooks.public-looking.test:{public.port}/in")
         assert (attempt.status_code, attempt.error, attempt.outcome) == (code, None, "retry")
         assert public.count("/in") == 1

@@ -234,8 +234,8 @@ def test_non_canonical_uuid_is_refused(value):
 
 @pytest.mark.parametrize("value", [
     "2026-07-30T12:00:00",             # no offset
-    "2026-07-30T12:00:00Z",            # Z: only the envelope uses it
     "2026-07-30T14:00:00+02:00",       # an offset other than UTC
+    "2026-07-30T12:00:00z",            # UTC, but not as ISO 8601 spells it
     "2026-07-30T12:00:00-00:00",
     "2026-07-30 12:00:00+00:00",       # space instead of T
     "20260730T120000+0000",            # basic format
@@ -250,14 +250,43 @@ def test_bad_data_timestamps_are_refused(value):
 
 @pytest.mark.parametrize("value", [
     "2026-07-30T12:00:00+00:00", "2026-07-30T12:00:00.5+00:00", "2026-07-30T12:00:00.123456+00:00",
+    "2026-07-30T12:00:00Z", "2026-07-30T12:00:00.5Z", "2026-07-30T12:00:00.123456Z",
 ])
-def test_utc_data_timestamps_are_accepted(value):
+def test_utc_data_timestamps_are_accepted_with_either_suffix(value):
     assert validate_data("reply.received", reply(received_at=value)) == {}
 
 
-def test_suffix_rule_message_names_plus_zero():
-    errors = validate_data("reply.received", reply(received_at="2026-07-30T12:00:00Z"))
-    assert "+00:00" in errors["received_at"][0]
+def test_suffix_rule_message_names_both_utc_suffixes():
+    errors = validate_data("reply.received", reply(received_at="2026-07-30T14:00:00+02:00"))
+    assert "'Z' or '+00:00'" in errors["received_at"][0]
+
+
+@pytest.mark.parametrize("given, written", [
+    ("2026-07-30T12:00:00Z", "2026-07-30T12:00:00+00:00"),
+    ("2026-07-30T12:00:00.123456Z", "2026-07-30T12:00:00.123456+00:00"),
+    ("2026-07-30T12:00:00.5+00:00", "2026-07-30T12:00:00.5+00:00"),
+])
+def test_a_data_timestamp_is_written_with_plus_zero_and_nothing_else_changes(given, written):
+    """Issue 36: data timestamps are written in one form, SPEC 2.3's; only the suffix of
+    one given with Z is rewritten, in a copy that keeps the caller's key order."""
+    from webhooks.events.catalogue import checked_data
+
+    data = dict(reversed(list(reply(received_at=given).items())))  # an order of the caller's
+    errors, stored = checked_data("reply.received", data)
+    assert errors == {}
+    assert stored["received_at"] == written
+    assert list(stored) == list(data)
+    assert {k: v for k, v in stored.items() if k != "received_at"} == {
+        k: v for k, v in data.items() if k != "received_at"}
+    assert data["received_at"] == given  # the caller's own dict is left as it was
+
+
+def test_data_without_a_z_is_written_exactly_as_given():
+    from webhooks.events.catalogue import checked_data
+
+    data = reply()
+    assert checked_data("reply.received", data) == ({}, data)
+    assert checked_data("reply.received", data)[1] is data
 
 
 def test_reply_channel_rules():

@@ -127,4 +127,4 @@ def test_a_tls_error_names_what_the_certificate_lacks(sender, endpoints):
 def test_a_host_name_that_resolves_nowhere_is_a_dns_error(sender):
     result = sender.post("http://no-such-host.invalid/hook", BODY, HEADERS)
     assert (result.error_kind.value, result.error) == (
-        "dns", "DNS lookup failed: the endpoint's host name does not resolve")
+        "dns", "DNS lookup failed: the endpoint's host name does not resolve to a public address")

@@ -115,7 +115,8 @@ def test_a_pause_by_failures_and_the_resume_each_send_their_notice(account, rece
         pausing.resume(session, session.get(Subscription, subscription.id))
     resumed = notices(receiver.wait_for(2, "/ops"), endpoint["secret"])[1]
     assert resumed["type"] == "subscription.resumed"
-    assert set(resumed["data"]) == {"account_id", "subscription_id", "resumed_at"}
+    assert set(resumed["data"]) == {"account_id", "subscription_id", "resumed_at", "suppressed"}
+    assert resumed["data"]["suppressed"] == 0
     assert (resumed["data"]["account_id"], resumed["data"]["subscription_id"]) == (
         account, subscription.id)
 

@@ -67,7 +67,7 @@ def test_each_endpoint_that_wants_the_type_gets_one_delivery(stored):
          everything),
         ("subscription.paused", {"account_id": account_id, "subscription_id": subscription.id,
                                  "reason": "failures", "consecutive_failures": 0,
-                                 "paused_at": now.isoformat()}, everything),
+                                 "paused_at": now.isoformat(), "suppressed": 0}, everything),
     ]
 
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import itertools
 import logging
 import threading
+from collections.abc import Mapping, Sized
 from dataclasses import dataclass
 
 from sqlalchemy import bindparam, insert, select
@@ -25,7 +28,7 @@ from sqlalchemy.orm import Session
 from webhooks.broker import outbox
 from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.config import Settings, get_settings
-from webhooks.errors import NotFound
+from webhooks.errors import InvalidEvent, NotFound
 from webhooks.events.inputs import envelope_bytes, validate_input, validate_ordering_key
 from webhooks.lifecycle import group_commit, ordering, transitions
 from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
@@ -33,6 +36,7 @@ from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
 from webhooks.storage.emit_statement import store_in_one_statement, store_many_in_one_statement
+from webhooks.storage.migrate import schema_errors
 from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id
 
 __all__ = ["emit_event", "emit_events", "send_test", "EmittedEvent", "store_checked"]
@@ -219,7 +223,7 @@ class _Checked:
 
 def _checked(account_id, event_type, data, idempotency_key, ordering_key, settings) -> _Checked:
     """Check every input (InvalidEvent naming the field) and build the envelope's bytes."""
-    validate_input(account_id, event_type, data, idempotency_key)
+    data = validate_input(account_id, event_type, data, idempotency_key)
     validate_ordering_key(ordering_key)
     event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
@@ -260,12 +264,30 @@ def store_checked(connection: Connection, account_id: str, event_type: str, data
 # --- end of operational notices ----------------------------------------------------
 
 
+def _names_a_missing_schema(emit):
+    """``emit`` (emit_event, emit_events), raising SchemaNotReady naming the database when
+    it fails for want of a migrated schema, as the CLI does, instead of the raw SQL error
+    (``no such table: accounts``). Nothing is checked before: the check runs only once a
+    statement failed (webhooks/storage/migrate.py, ``schema_errors``)."""
+
+    @functools.wraps(emit)
+    def emit_on_a_migrated_database(*args, **kwargs):
+        session = kwargs.get("session")
+        with schema_errors(session.get_bind().engine if session is not None else None):
+            return emit(*args, **kwargs)
+
+    return emit_on_a_migrated_database
+
+
+@_names_a_missing_schema
 def emit_event(account_id, event_type, data, *, idempotency_key=None, session=None,
                ordering_key=None) -> EmittedEvent:
     """Emit one event to every subscription of the account that wants its type.
 
     Raises InvalidEvent (a ValueError) for an unknown type or bad data, and
-    NotFound for an unknown account; nothing is stored then. The same
+    NotFound for an unknown account; nothing is stored then. On a database
+    that ``webhooks db upgrade`` has not migrated to this version, it raises
+    SchemaNotReady naming the database. The same
     ``idempotency_key`` returns the first event again (``duplicate=True``) and
     creates no deliveries.
 
@@ -298,6 +320,7 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
     return emitted
 
 
+@_names_a_missing_schema
 def emit_events(account_id, events, *, session=None) -> list[str]:
     """Emit many events together (CONTRACT 9.5); their ids, in the order given.
 
@@ -308,10 +331,18 @@ def emit_events(account_id, events, *, session=None) -> list[str]:
     nothing is stored. They are stored in one transaction (the caller's, with
     ``session``, published once it commits), their deliveries inserted in one
     statement. A repeated idempotency key gives the first event's id.
+
+    No events: ``[]``, and nothing is done (a ``session`` is not touched). More than
+    WEBHOOKS_EMIT_BATCH_MAX events (10,000 by default) raise InvalidEvent (a
+    ValueError) and store nothing: one transaction of 100,000 took minutes and
+    hundreds of MB (issue 36), so a larger load is split into several calls.
     """
     settings = get_settings()
+    given = _at_most(events, settings.emit_batch_max)
+    if not given:
+        return []
     checked = [_checked_at(index, account_id, event, settings)
-               for index, event in enumerate(list(events))]
+               for index, event in enumerate(given)]
     if session is not None:
         ids, dispatches = _store_all(session, account_id, checked, settings)
         session.flush()
@@ -333,12 +364,22 @@ def emit_events(account_id, events, *, session=None) -> list[str]:
 _EVENT_FIELDS = {"type", "data", "idempotency_key", "ordering_key"}
 
 
+def _at_most(events, bound: int) -> list:
+    """``events`` as a list, if there are at most ``bound`` of them (an iterator is read no
+    further than one past the bound); else InvalidEvent saying the bound and its variable."""
+    given = list(itertools.islice(events, bound + 1))
+    if len(given) <= bound:
+        return given
+    count = len(events) if isinstance(events, Sized) else f"more than {bound}"
+    raise InvalidEvent(
+        f"emit_events takes at most {bound} events per call (WEBHOOKS_EMIT_BATCH_MAX), "
+        f"got {count}: split them into several calls",
+        {"events": [f"more than {bound} events"]},
+    )
+
+
 def _checked_at(index: int, account_id, event, settings) -> _Checked:
     """``event`` (the ``index``-th given to emit_events) checked; InvalidEvent naming the index."""
-    from collections.abc import Mapping
-
-    from webhooks.errors import InvalidEvent
-
     if not isinstance(event, Mapping):
         raise InvalidEvent(f"events[{index}]: must be a mapping with type and data",
                            {f"events.{index}": ["invalid"]})
@@ -366,11 +407,16 @@ def _store_all(session, account_id, checked: list[_Checked], settings):
         if one.event_type not in targets_of:
             targets_of[one.event_type] = _targets(connection, account_id, one.event_type)
     new = _insert_events(connection, account_id, checked, settings)
+    first_of = _first_events(connection, account_id,
+                             {one.idempotency_key for one in checked if one.event_id not in new})
     ids, dispatches, rows = [], [], []
     for one in checked:
+        if one.event_id not in new:  # its idempotency key was used before: the first event's id
+            ids.append(first_of[one.idempotency_key])
+            continue
         emitted, published = _store_checked(connection, account_id, one,
                                             targets_of[one.event_type], settings, rows,
-                                            inserted=one.event_id in new)
+                                            inserted=True)
         ids.append(emitted.id)
         dispatches += published
     if rows:  # every event's deliveries in one statement
@@ -386,6 +432,22 @@ def _insert_events(connection, account_id, checked: list[_Checked], settings) ->
                             one.idempotency_key, settings) for one in checked]
     statement = backend_of(connection).insert_event_once()
     return {event_id for (event_id,) in connection.execute(statement, values)}
+
+
+_KEYS_PER_QUERY = 1000  # idempotency keys looked up in one statement (SQLite binds 32,766 at most)
+
+
+def _first_events(connection, account_id: str, keys: set[str]) -> dict[str, str]:
+    """The ids of the account's events with these idempotency keys, by key: a batch sent
+    again (a retry) looks its events up a thousand at a time, not one by one."""
+    ordered, found = sorted(keys), {}
+    for start in range(0, len(ordered), _KEYS_PER_QUERY):
+        found.update(connection.execute(
+            select(events_table.c.idempotency_key, events_table.c.id)
+            .where(events_table.c.account_id == account_id,
+                   events_table.c.idempotency_key.in_(ordered[start:start + _KEYS_PER_QUERY]))
+        ).all())
+    return found
 
 
 def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, settings,
@@ -407,7 +469,7 @@ def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, sett
 def _statement_values(account_id, event_type, data, idempotency_key, settings) -> dict:
     """The one statement's parameters (emit_statement.py), once every input was checked
     (InvalidEvent here, in the caller's thread, before the event joins a batch)."""
-    validate_input(account_id, event_type, data, idempotency_key)
+    data = validate_input(account_id, event_type, data, idempotency_key)
     event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     return dict(event_id=event_id, account_id=account_id, event_type=event_type,

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from sqlalchemy.exc import OperationalError
 
-from webhooks.broker.celery_app import DELIVER_TASK, PURGE_TASK, SWEEP_TASK, get_app
+from webhooks.broker.celery_app import DELIVER_TASK, PURGE_TASK, RELEASE_TASK, SWEEP_TASK, get_app
 from webhooks.config import get_settings
 from webhooks.lifecycle.attempt import run_attempt
 from webhooks.lifecycle.sweep import run_sweep
+from webhooks.services.pausing import send_next_batch
 from webhooks.storage.db import get_engine
 from webhooks.storage.retention import run_scheduled
 from webhooks.storage.scheduled_runs import Slot
 
 celery_app = get_app()  # the worker's entry point: the app is built here
 
-__all__ = ["deliver", "sweep", "purge"]
+__all__ = ["deliver", "sweep", "purge", "release"]
 
 
 # A database connection lost mid-task (restart, pg_terminate_backend) is retried
@@ -30,13 +31,22 @@ def deliver(delivery_id: str, attempt_count: int) -> None:
 
 
 # ``slot``: beat's runs name the slot of their interval and run once per slot, however
-# often beat sends it (webhooks/storage/scheduled_runs.py); a resume's sweep names none.
+# often beat sends it (webhooks/storage/scheduled_runs.py); a recover's sweep names none.
 @celery_app.task(name=SWEEP_TASK, bind=True, autoretry_for=(OperationalError,),
                  retry_kwargs={"max_retries": 1, "countdown": 1})
 def sweep(self, slot: str | None = None) -> None:
     """Send due parked deliveries and recover lost messages and dead workers' claims."""
     settings = get_settings()
     run_sweep(settings, slot=Slot.sent(SWEEP_TASK, slot, self.request.id, settings.sweep_interval))
+
+
+# One run per batch; a lost connection is retried once, and what it did not send the
+# sweep does (webhooks/lifecycle/release.py).
+@celery_app.task(name=RELEASE_TASK, autoretry_for=(OperationalError,),
+                 retry_kwargs={"max_retries": 1, "countdown": 1})
+def release(subscription_id: str) -> None:
+    """Send the next batch of what a resume of this subscription released."""
+    send_next_batch(subscription_id)
 
 
 # A deadlock with a replay of a row being purged is retried; the next run would anyway.

@@ -15,8 +15,10 @@ ORDER = ["ceiling", "throughput", "emit", "latency", "isolation", "backlog", "pu
          "realistic", "shared", "history", "purge"]
 # Run only when named with --scenarios (django_webhook2 also needs its virtualenv: dw2.py;
 # zoo needs the test extra, for tests/support/zoo.py; pace measures the adaptive pace,
-# ordering what ordering keys cost a drain).
-OPTIONAL = ["cost", "profile", "django_webhook2", "durable_ceiling", "zoo", "pace", "ordering"]
+# ordering what ordering keys cost a drain, emit_batch what emit_events costs with and
+# without idempotency keys, resume what resumes cost the worker and another tenant).
+OPTIONAL = ["cost", "profile", "django_webhook2", "durable_ceiling", "zoo", "pace", "ordering",
+            "emit_batch", "resume"]
 ALL = ORDER + OPTIONAL
 
 

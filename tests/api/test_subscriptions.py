@@ -380,8 +380,10 @@ def test_resume_activates_resets_and_releases_held_deliveries(client, alice, bro
     assert (row.status, row.consecutive_failures, row.paused_at) == ("active", 0, None)
     assert _delivery(held).status == "pending"
     assert _delivery(finished).status == "dead"
-    # A sweep was requested after the commit: it already saw the released delivery.
-    assert broker.sweeps == 1 and broker.seen == ["pending"]
+    # The held delivery itself was published after the commit (it was pending by then),
+    # and no sweep was asked for (issue 36: each resume queued one).
+    assert broker.published == [(held, 0)] and broker.seen == ["pending"]
+    assert broker.sweeps == 0
     listed = client.get(
         f"/api/webhooks/deliveries?subscription_id={subscription_id}&status=pending",
         headers=alice.headers,
@@ -389,10 +391,17 @@ def test_resume_activates_resets_and_releases_held_deliveries(client, alice, bro
     assert [d["id"] for d in listed] == [held]
 
 
-def test_resume_of_an_active_subscription_resets_its_counter(client, alice, broker):
+def test_resume_of_an_active_subscription_resets_its_counter_and_sends_nothing(
+        client, alice, broker):
     subscription_id = make_subscription(alice.account_id)
     with session_scope() as session:
         session.get(Subscription, subscription_id).consecutive_failures = 3
+    _, (pending,) = emit(alice.account_id)
+    set_delivery(pending, parked=True)  # due and parked: the sweep's, not a resume's
+    broker.clear()
     response = client.post(f"{BASE}/{subscription_id}/resume", headers=alice.headers)
     assert response.status_code == 200
     assert response.get_json()["consecutive_failures"] == 0
+    broker.settle()
+    # Nothing was held, so nothing is sent: no message, no sweep (issue 36).
+    assert broker.published == [] and broker.sweeps == 0

@@ -261,11 +261,12 @@ def test_send_test_creates_a_test_ping_delivery_and_shows_it(alice_client, alice
     assert "test.ping" in text(response)
 
 
-def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alice, monkeypatch):
+def test_resume_releases_held_deliveries_and_sends_them(alice_client, alice, monkeypatch):
     from webhooks.broker import outbox
 
-    sweeps = []
+    sweeps, sent = [], []
     monkeypatch.setattr(outbox, "request_sweep", lambda: sweeps.append(1) or True)
+    monkeypatch.setattr(outbox, "send_to_broker", lambda items: sent.extend(items) or [])
     subscription_id = make_subscription(alice.account_id)
     _, (delivery_id,) = emit(alice.account_id)
     pause_subscription(subscription_id, failures=25)
@@ -275,12 +276,15 @@ def test_resume_releases_held_deliveries_and_asks_for_a_sweep(alice_client, alic
     # Once each: the badge beside the URL, Resume in the banner that says why.
     assert shown.count("Resume</button>") == 1 and shown.count('class="badge badge-paused"') == 1
 
+    assert outbox.flush(10)
+    sent.clear()  # the emit's own message
     response = post_form(alice_client, page, f"{page}/resume", follow_redirects=True)
     assert "1 held delivery goes out now" in text(response)
     stored = subscription_row(subscription_id)
     assert (stored.status, stored.consecutive_failures) == ("active", 0)
     assert delivery_row(delivery_id).status == "pending"
-    assert sweeps == [1]
+    assert outbox.flush(10)
+    assert [item.delivery_id for item in sent] == [delivery_id] and sweeps == []
     resumed = text(alice_client.get(page))
     assert "Resume</button>" not in resumed and resumed.count('class="badge badge-active"') == 1
 

@@ -341,5 +341,5 @@ def pause(subscription_id: str) -> Response:
 )
 def resume(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
-    pausing.resume(db_session(), subscription)  # and one sweep, after commit, sends what it released
+    pausing.resume(db_session(), subscription)  # what it released goes out after commit
     return _answer(_PUBLIC, subscription)

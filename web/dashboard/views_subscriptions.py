@@ -240,7 +240,7 @@ def pause_subscription(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/resume")
 def resume_subscription(subscription_id: str):
     subscription = _own(subscription_id)
-    released = pausing.resume(db_session(), subscription)  # and one sweep, after commit
+    released = pausing.resume(db_session(), subscription)  # sent after commit, in batches
     log.info("subscription resumed from the dashboard", extra=_ids(subscription))
     held = f" {released} held deliver{'y goes' if released == 1 else 'ies go'} out now." if released else ""
     flash(f"Subscription resumed.{held}", "success")

@@ -16,12 +16,13 @@ from webhooks.broker.slots import SlotSchedule
 from webhooks.config import get_settings
 from webhooks.config.datadir import private_dir, private_file, private_umask
 
-__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "DELIVERY_QUEUE",
-           "MAINTENANCE_QUEUE", "COUNTDOWN_QUEUE", "PrivateScheduler"]
+__all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "RELEASE_TASK",
+           "DELIVERY_QUEUE", "MAINTENANCE_QUEUE", "COUNTDOWN_QUEUE", "PrivateScheduler"]
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
 PURGE_TASK = "webhooks.purge"
+RELEASE_TASK = "webhooks.release"  # what a resume released, batch by batch (lifecycle/release.py)
 # Deliveries and the sweep go through the first queue; the purge through the second, so a
 # backlog of deliveries never holds the purge back; deliver messages with a countdown (a
 # retry, or a wait for a rate's slot) through the third, so that a backlog in the first

@@ -16,7 +16,9 @@ items; the caller hands them here, never to Celery:
   commit returning after the broker took them or they were parked; forgotten
   if it rolls back (a worker must never look for a row it cannot see yet).
 - :func:`request_sweep` and :func:`request_sweep_after_commit`: ask a worker
-  to sweep now (a resume).
+  to sweep now (a recover).
+- :func:`request_release` and :func:`request_release_after_commit`: ask a
+  worker for the next batch of what a resume released (lifecycle/release.py).
 
 Publishing never raises: a broker that is down costs the caller at most about
 ``WEBHOOKS_PUBLISH_TIMEOUT`` seconds once (:func:`publish_wait` when it cannot
@@ -51,9 +53,10 @@ from webhooks.lifecycle import transitions
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import utcnow
 
-__all__ = ["Dispatch", "send_to_broker", "request_sweep", "publish_now", "park", "publish", "submit",
-           "wait_published", "submit_unless_down", "publish_wait", "flush", "BackgroundPublisher",
-           "on_commit", "publish_after_commit", "request_sweep_after_commit"]
+__all__ = ["Dispatch", "send_to_broker", "request_sweep", "request_release", "publish_now", "park",
+           "publish", "submit", "wait_published", "submit_unless_down", "publish_wait", "flush",
+           "BackgroundPublisher", "on_commit", "publish_after_commit", "request_sweep_after_commit",
+           "request_release_after_commit"]
 
 log = logging.getLogger("webhooks.outbox")  # its name from before the move: log searches use it
 
@@ -149,14 +152,25 @@ def _queue_of(item: Dispatch) -> str:
 
 
 def request_sweep() -> bool:
-    """Ask a worker to sweep now (after a resume); False if the broker is unreachable."""
+    """Ask a worker to sweep now (after a recover); False if the broker is unreachable."""
+    return _request(broker_app.SWEEP_TASK, (), "a sweep")
+
+
+def request_release(subscription_id: str) -> bool:
+    """Ask a worker for the next batch of what a resume of this subscription released
+    (lifecycle/release.py); False if the broker is unreachable (the sweep sends them)."""
+    return _request(broker_app.RELEASE_TASK, (subscription_id,), "a release")
+
+
+def _request(task: str, args: tuple, what: str) -> bool:
+    """Send one message of ``task``; False if the broker is unreachable."""
     if _broker_marked_down():
         return False
     try:
-        broker_app.get_app().send_task(broker_app.SWEEP_TASK)
+        broker_app.get_app().send_task(task, args=args)
         return True
     except Exception as exc:  # noqa: BLE001
-        log.warning("broker publish of a sweep failed: %s", type(exc).__name__)
+        log.warning("broker publish of %s failed: %s", what, type(exc).__name__)
         _mark_broker_down()
         return False
 
@@ -376,3 +390,9 @@ def request_sweep_after_commit(session: Session) -> None:
     """Ask a worker to sweep as soon as ``session`` commits (False from the broker: the
     scheduler's next sweep does it)."""
     on_commit(session, lambda: request_sweep())
+
+
+def request_release_after_commit(session: Session, subscription_id: str) -> None:
+    """:func:`request_release` as soon as ``session`` commits (False from the broker: the
+    scheduler's next sweeps send them)."""
+    on_commit(session, lambda: request_release(subscription_id))

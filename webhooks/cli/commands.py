@@ -35,7 +35,7 @@ def _database_errors():
 
     try:
         yield
-    except SchemaNotReady as exc:
+    except (SchemaNotReady, ConfigError) as exc:  # ConfigError: a SQLite file in no folder
         _fail(str(exc))
     except SQLAlchemyError as exc:
         cause = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""]

@@ -17,6 +17,7 @@ from typing import Mapping
 from webhooks.config.values import (
     DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, SENTINEL_NAME_RE, read_database_url, purge_batch, purge_seconds, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
 )
+from webhooks.config.values import database_url_of
 from webhooks.config.egress import EgressProxy, egress_proxy
 from webhooks.errors import ConfigError  # noqa: F401 - raised by the parsers; callers catch it from here
 
@@ -69,6 +70,13 @@ class Settings:
     purge_seconds: float = 10.0
     recover_batch: int = 500  # replays made per transaction by recover (recover.py)
     recover_max: int = 10000  # replays made by one recover call at most
+    emit_batch_max: int = 10000  # events one emit_events call takes at most (emit.py)
+    # Held deliveries a resume sends per batch (lifecycle/release.py).
+    release_batch: int = 500
+    # Operational notices of pause and resume (operational/budget.py): per window (s), at
+    # most two of one subscription and notice_budget of one account go out at once.
+    notice_window: float = 60.0
+    notice_budget: int = 10
     max_payload_bytes: int = 256 * 1024
     max_request_bytes: int = 64 * 1024
     publish_timeout: float = 2.0
@@ -138,7 +146,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Parse settings from ``env`` (default: ``os.environ``); raise ConfigError if malformed."""
     env = os.environ if env is None else env
     data_dir = Path(get(env, "WEBHOOKS_DATA_DIR") or "webhooks-data").absolute()
-    database_url = get(env, "WEBHOOKS_DATABASE_URL") or f"sqlite:///{data_dir / 'webhooks.db'}"
+    database_url = (database_url_of(env, "WEBHOOKS_DATABASE_URL")
+                    or f"sqlite:///{data_dir / 'webhooks.db'}")
     broker_url = get(env, "WEBHOOKS_BROKER_URL") or "filesystem://"
     countdown_limit = positive_number(
         env, "WEBHOOKS_COUNTDOWN_LIMIT", 300, integer=True, allow_zero=True
@@ -202,6 +211,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         purge_seconds=purge_seconds(env),
         recover_batch=positive_number(env, "WEBHOOKS_RECOVER_BATCH", 500, integer=True),
         recover_max=positive_number(env, "WEBHOOKS_RECOVER_MAX", 10000, integer=True),
+        emit_batch_max=positive_number(env, "WEBHOOKS_EMIT_BATCH_MAX", 10000, integer=True),
+        release_batch=positive_number(env, "WEBHOOKS_RELEASE_BATCH", 500, integer=True),
+        notice_window=positive_number(env, "WEBHOOKS_NOTICE_WINDOW", 60.0, allow_zero=True),
+        notice_budget=positive_number(env, "WEBHOOKS_NOTICE_BUDGET", 10, integer=True),
         max_payload_bytes=positive_number(
             env, "WEBHOOKS_MAX_PAYLOAD_BYTES", 256 * 1024, integer=True
         ),

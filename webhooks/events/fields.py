@@ -1,10 +1,12 @@
 """Strict marshmallow fields, and the small constructors the event schemas are made of.
 
 Every field loads to the very value it was given (``schema.load(data) ==
-data``): strings must be ``str``, integers real ``int`` (not ``bool``,
-``1.0``, ``"1"``), numbers ``int`` or finite ``float``, booleans real
-``bool``, lists real ``list``; UUIDs canonical; data timestamps ISO 8601 in
-UTC with ``+00:00``. The schemas of each type are in schemas.py.
+data``), but for one thing: strings must be ``str``, integers real ``int``
+(not ``bool``, ``1.0``, ``"1"``), numbers ``int`` or finite ``float``,
+booleans real ``bool``, lists real ``list``; UUIDs canonical; data
+timestamps ISO 8601 in UTC, given with ``Z`` or ``+00:00`` and loaded with
+``+00:00`` (the one rewrite: :class:`Timestamp`). The schemas of each type
+are in schemas.py.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ TIMESTAMP_RE = re.compile(
     r"(\.[0-9]{1,6})?"                                       # fraction, microseconds at most
     r"(Z|[+-][0-9]{2}:[0-9]{2})"                             # the offset, never left out
 )
+UTC_SUFFIXES = ("Z", "+00:00")  # what a Timestamp accepts; it writes one of them
 # validate.Regexp only anchors at the start, hence the \Z on each pattern it uses.
 DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 LABEL_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
@@ -116,19 +119,24 @@ class CanonicalUUID(StrictString):
 
 
 class Timestamp(StrictString):
-    """An ISO 8601 date-time string with an explicit offset that ends in ``suffix``.
+    """An ISO 8601 date-time string in UTC, ending in one of ``accepts``; it loads to the
+    form written, ending in ``suffix``.
 
-    ``suffix="+00:00"`` for the data of every type; ``"Z"`` for the envelope.
+    The data of every type accepts ``Z`` and ``+00:00`` (issue 36) and is written with
+    ``+00:00`` (SPEC 2.3's form): only the suffix is rewritten, the same digits, the same
+    instant. The envelope, which the service alone writes, has ``Z`` (SPEC 2.2) and
+    accepts nothing else. Any other offset is refused.
     """
 
     default_error_messages = {
         "invalid_timestamp": "Not a valid ISO 8601 timestamp with a UTC offset.",
-        "wrong_suffix": "Timestamp must be in UTC and end with '{suffix}'.",
+        "wrong_suffix": "Timestamp must be in UTC and end with {accepted}.",
     }
 
-    def __init__(self, *, suffix: str = "+00:00", **kwargs):
+    def __init__(self, *, suffix: str = "+00:00", accepts: tuple[str, ...] = UTC_SUFFIXES,
+                 **kwargs):
         super().__init__(**kwargs)
-        self.suffix = suffix
+        self.suffix, self.accepts = suffix, accepts
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
@@ -138,9 +146,11 @@ class Timestamp(StrictString):
             datetime.fromisoformat(value)  # catches month 13, 25:00, Feb 30 ...
         except ValueError as error:
             raise self.make_error("invalid_timestamp") from error
-        if not value.endswith(self.suffix):
-            raise self.make_error("wrong_suffix", suffix=self.suffix)
-        return value
+        for utc in self.accepts:
+            if value.endswith(utc):
+                return value[:-len(utc)] + self.suffix
+        raise self.make_error("wrong_suffix",
+                              accepted=" or ".join(f"'{utc}'" for utc in self.accepts))
 
 
 # Small constructors, so each schema line says only what is special about a field.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from webhooks.config import Settings
 from webhooks.errors import InvalidEvent
-from webhooks.events.catalogue import EVENT_TYPE_NAMES, validate_data
+from webhooks.events.catalogue import EVENT_TYPE_NAMES, checked_data
 from webhooks.events.envelope import build_envelope, serialise
 from webhooks.operational.operator import is_operator
 
@@ -31,8 +31,9 @@ def validate_ordering_key(ordering_key) -> None:
         )
 
 
-def validate_input(account_id, event_type, data, idempotency_key) -> None:
-    """Check every input; raise InvalidEvent naming the bad fields."""
+def validate_input(account_id, event_type, data, idempotency_key):
+    """Check every input; raise InvalidEvent naming the bad fields. Returns ``data`` as it
+    is written (catalogue.checked_data: a timestamp given with ``Z`` ends ``+00:00``)."""
     if not isinstance(account_id, str) or not account_id:
         raise InvalidEvent("account_id must be a non-empty string", {"account_id": ["required"]})
     if not _storable(account_id):
@@ -56,9 +57,9 @@ def validate_input(account_id, event_type, data, idempotency_key) -> None:
             "without NUL characters or unpaired surrogates",
             {"idempotency_key": ["invalid"]},
         )
-    errors = validate_data(event_type, data)
+    errors, written = checked_data(event_type, data)
     if not errors:
-        return
+        return written
     if event_type not in EVENT_TYPE_NAMES:
         raise InvalidEvent(
             f"unknown event type {event_type!r}; the valid types are: {', '.join(EVENT_TYPE_NAMES)}",

@@ -1,8 +1,9 @@
 """Marshmallow schemas for the event envelope and the ``data`` of each event type.
 
-The service delivers the emitter's ``data`` exactly as it was passed in: it
-validates, it never rewrites. So these schemas are strict, and every field
-loads to the very value it was given (``schema.load(data) == data``):
+The service delivers the emitter's ``data`` as it was passed in: it validates,
+and rewrites nothing but the suffix of a timestamp given with ``Z``. So these
+schemas are strict, and every field loads to the very value it was given
+(``schema.load(data) == data``), timestamps given with ``+00:00`` included:
 
 - unknown fields are refused, and every field must be present; a nullable
   field is present with ``null``, so each type has one shape on the wire;
@@ -10,9 +11,10 @@ loads to the very value it was given (``schema.load(data) == data``):
   numbers ``int`` or finite ``float`` (not ``bool``, NaN, Infinity); booleans
   real ``bool`` (not ``"true"``, ``1``); lists real ``list``;
 - UUIDs are canonical: lowercase, hyphenated, 36 characters;
-- data timestamps are ISO 8601 in UTC with the ``+00:00`` suffix
-  (``2026-07-30T12:00:00+00:00``, optional fraction of up to 6 digits);
-  the envelope's ``created_at`` uses the ``Z`` suffix instead (docs/events.md).
+- data timestamps are ISO 8601 in UTC, given with the ``Z`` or the ``+00:00``
+  suffix and written with ``+00:00`` (``2026-07-30T12:00:00+00:00``, optional
+  fraction of up to 6 digits); the envelope's ``created_at`` uses the ``Z``
+  suffix instead (docs/events.md, "Timestamps").
 
 Fields and their bounds are documented per type in ``docs/events.md``.
 """
@@ -265,7 +267,8 @@ class EnvelopeSchema(_DataSchema):
     type = one_of(*DATA_SCHEMAS)
     mode = one_of(MODE)  # the only mode the service sends (docs/events.md)
     created_at = Timestamp(
-        suffix="Z", metadata={"description": "UTC, ISO 8601, milliseconds, Z suffix"}
+        suffix="Z", accepts=("Z",),
+        metadata={"description": "UTC, ISO 8601, milliseconds, Z suffix"},
     )
     data = fields.Dict(required=True)
 

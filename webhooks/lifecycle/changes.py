@@ -41,6 +41,7 @@ __all__ = [
 PENDING = DeliveryStatus.PENDING.value
 PAUSED = DeliveryStatus.PAUSED.value
 ACTIVE = SubscriptionStatus.ACTIVE.value
+PAUSED_SUBSCRIPTION = SubscriptionStatus.PAUSED.value
 # The settings of a subscription that its owner may set (at creation and later), with
 # their defaults: inputs are validated by the caller (web/schemas, custom_headers.py).
 # Beside the three of every subscription, the options declared in tenants/options.py.
@@ -141,22 +142,31 @@ def pause_by_hand(session: Session, subscription_id: str, now: dt.datetime) -> b
 hold_pending = transitions.hold_pending  # a paused subscription's pending deliveries -> paused
 
 
-def resume_subscription(session: Session, subscription_id: str, now: dt.datetime) -> int:
+def resume_subscription(session: Session, subscription_id: str, now: dt.datetime) -> int | None:
     """paused -> active (whatever the reason), counter to 0, reason cleared, held deliveries
-    due now; returns how many were held.
+    parked and due now; returns how many were held. An active subscription only has its
+    counter set to 0: None (nothing was held).
 
-    The held deliveries are parked and due, so the next sweep (which the
-    caller should request at once) sends them all; a resumed subscription
-    with thousands held never makes its caller publish thousands of messages.
+    The held deliveries are parked and due, so nothing of them is lost whatever
+    happens next: the caller sends them in bounded batches (release.py), and
+    the sweep would send whatever it does not.
     """
+    resumed = session.execute(
+        update(Subscription)
+        .where(Subscription.id == subscription_id, Subscription.status == PAUSED_SUBSCRIPTION,
+               Subscription.deleted_at.is_(None))
+        .values(status=ACTIVE, consecutive_failures=0, paused_at=None, paused_reason=None)
+    )
+    if resumed.rowcount == 1:
+        return transitions.release_held(session, subscription_id, now)
     found = session.execute(
         update(Subscription)
         .where(Subscription.id == subscription_id, Subscription.deleted_at.is_(None))
-        .values(status=ACTIVE, consecutive_failures=0, paused_at=None, paused_reason=None)
+        .values(consecutive_failures=0)
     )
     if found.rowcount != 1:
         raise NotFound("subscription not found")
-    return transitions.release_held(session, subscription_id, now)
+    return None
 
 
 def replay_row(original, *, held: bool, parked: bool, now: dt.datetime) -> dict:

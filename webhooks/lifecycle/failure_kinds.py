@@ -73,7 +73,9 @@ def failure(kind: ErrorKind, detail: str = "") -> Failure:
 
 
 _SENTENCES = {
-    ErrorKind.DNS: "DNS lookup failed: the endpoint's host name does not resolve",
+    # Also for a name whose every address is private (connections._no_public_address): the
+    # tenant must not learn which internal names resolve.
+    ErrorKind.DNS: "DNS lookup failed: the endpoint's host name does not resolve to a public address",
     ErrorKind.REFUSED: "connection refused",
     ErrorKind.CONNECTION: "connection error: the endpoint closed the connection or could not be reached",
     ErrorKind.DESTINATION: "refused",

@@ -38,7 +38,7 @@ def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None
     (webhooks/storage/waiting_counts.py), so /metrics keeps reading a few rows.
     A run beat sent for ``slot`` first claims it, in the sweep's own transaction,
     and does nothing (returns 0) if another run has it (webhooks/storage/scheduled_runs.py);
-    a run without one (a resume's) always sweeps.
+    a run without one (a recover's) always sweeps.
     """
     settings = settings or get_settings()
     with session_scope() as session:

@@ -27,6 +27,8 @@ wait_for_slot               sending -> pending (paced)             the rate limi
 take_swept                  (lost, parked, held, ...) -> due       sweep
 ride_to_slots               parked (paced) -> riding countdown     sweep
 park                        pending -> parked                      a refused publish
+defer                       pending -> parked until a time         a notice over its budget
+drop_unsent                 never sent -> (gone)                   a notice replaced unsent
 hold_pending                pending -> paused                      a pause
 release_held                paused -> pending (parked, due)        resume
 fail_waiting                pending / paused -> failed             delete a subscription
@@ -40,7 +42,7 @@ import datetime as dt
 from typing import Iterable
 
 from sqlalchemy import (Update, and_, bindparam, case, delete, false, insert, literal_column, null,
-                        true, update)
+                        or_, select, true, update)
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
@@ -52,7 +54,7 @@ __all__ = [
     "deliveries", "insert_deliveries", "new_deliveries_from", "add_replay", "add_replays",
     "one_row", "take_for_attempt", "turn_away", "move_after_attempt", "release_oldest_waiting",
     "wait_for_slot", "take_swept", "ride_to_slots", "release_successor", "release_behind_key", "park", "hold_pending", "release_held", "fail_waiting",
-    "delete_deliveries",
+    "delete_deliveries", "defer", "drop_unsent",
 ]
 
 deliveries = Delivery.__table__
@@ -232,6 +234,34 @@ def park(session: Session, delivery_ids: list[str], now: dt.datetime) -> None:
         .where(deliveries.c.id.in_(delivery_ids), _status_of_rows_by_id(PENDING))
         .values(parked=True, updated_at=now)
     )
+
+
+def defer(connection, delivery_ids: list[str], until: dt.datetime, now: dt.datetime) -> None:
+    """pending -> parked until ``until``, for new deliveries that are to wait (an operational
+    notice over its budget: operational/budget.py); the sweep sends them then. Held ones
+    (a paused endpoint's) stay held."""
+    if not delivery_ids:
+        return
+    connection.execute(
+        update(deliveries)
+        .where(deliveries.c.id.in_(delivery_ids), deliveries.c.status == PENDING)
+        .values(**states.parked_until(until), updated_at=now)
+    )
+
+
+def drop_unsent(connection, event_id: str) -> bool:
+    """Every delivery of ``event_id`` -> gone, if none was ever sent: each is parked (no
+    message on its way) or held, and none was attempted (an operational notice replaced
+    before it went out: operational/budget.py). False, and nothing deleted, otherwise."""
+    never_sent = and_(deliveries.c.attempt_count == 0,
+                      or_(deliveries.c.status == PAUSED,
+                          and_(deliveries.c.status == PENDING, deliveries.c.parked == true())))
+    sent = connection.execute(select(deliveries.c.id).where(
+        deliveries.c.event_id == event_id, ~never_sent).limit(1)).first()
+    if sent is not None:
+        return False
+    connection.execute(delete(deliveries).where(deliveries.c.event_id == event_id))
+    return True
 
 
 # ------------------------------------------------------------------ a subscription's deliveries

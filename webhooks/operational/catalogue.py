@@ -8,7 +8,7 @@ so a bug of ours is an error, never a malformed notice.
 
 from __future__ import annotations
 
-from marshmallow import RAISE, Schema
+from marshmallow import RAISE, Schema, validate
 
 from webhooks.events.fields import CanonicalUUID, StrictInteger, Timestamp, one_of, text
 
@@ -35,12 +35,15 @@ class SubscriptionPausedSchema(_Data):
     reason = one_of(*PAUSE_REASONS)
     consecutive_failures = StrictInteger()
     paused_at = Timestamp()
+    # Notices of this subscription dropped since the last that went out (budget.py).
+    suppressed = StrictInteger(validate=validate.Range(min=0))
 
 
 class SubscriptionResumedSchema(_Data):
     account_id = CanonicalUUID()
     subscription_id = CanonicalUUID()
     resumed_at = Timestamp()
+    suppressed = StrictInteger(validate=validate.Range(min=0))
 
 
 class DeliveryEndedSchema(_Data):

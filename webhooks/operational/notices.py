@@ -13,6 +13,10 @@ A caller with a session (a route, a service) publishes what it gets back::
 
 lifecycle/record.py returns them in ``Recorded.notices``, which the attempt
 publishes with its other messages (lifecycle/attempt.py).
+
+subscription.paused and subscription.resumed spend from a budget of their account
+and of their subscription (budget.py): beyond it a notice waits, parked, and a
+newer one of the same subscription replaces it, counting it in ``suppressed``.
 """
 
 from __future__ import annotations
@@ -24,8 +28,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from webhooks.broker.outbox import Dispatch
+from webhooks.config import get_settings
+from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import DeliveryStatus
 from webhooks.operational import catalogue
+from webhooks.operational.budget import Budget, remember, reserve
 from webhooks.operational.operator import OPERATOR_ACCOUNT_ID, is_operator
 from webhooks.storage.models import Subscription
 
@@ -45,24 +52,26 @@ _ENDED = {DeliveryStatus.DEAD.value: catalogue.DELIVERY_DEAD,
 def notify_paused(connection, subscription_id: str, *, reason: str,
                   now: dt.datetime) -> list[Dispatch]:
     """subscription.paused: ``subscription_id`` paused just now for ``reason`` ("failures",
-    "manual" or "gone"); its counter is read in this transaction."""
+    "manual" or "gone"); its counter is read in this transaction. Within the notices'
+    budget (budget.py) it goes out at once; beyond it, later (nothing to publish now)."""
     subject = _subject(connection, subscription_id, catalogue.SUBSCRIPTION_PAUSED)
     if subject is None:
         return []
     account_id, failures = subject
-    return _store(connection, catalogue.SUBSCRIPTION_PAUSED, {
+    return _store_budgeted(connection, catalogue.SUBSCRIPTION_PAUSED, {
         "account_id": account_id, "subscription_id": subscription_id, "reason": reason,
-        "consecutive_failures": failures, "paused_at": _timestamp(now)})
+        "consecutive_failures": failures, "paused_at": _timestamp(now)}, now)
 
 
 def notify_resumed(connection, subscription_id: str, *, now: dt.datetime) -> list[Dispatch]:
-    """subscription.resumed: ``subscription_id`` was paused and is active again."""
+    """subscription.resumed: ``subscription_id`` was paused and is active again; budgeted
+    as subscription.paused is."""
     subject = _subject(connection, subscription_id, catalogue.SUBSCRIPTION_RESUMED)
     if subject is None:
         return []
-    return _store(connection, catalogue.SUBSCRIPTION_RESUMED, {
+    return _store_budgeted(connection, catalogue.SUBSCRIPTION_RESUMED, {
         "account_id": subject[0], "subscription_id": subscription_id,
-        "resumed_at": _timestamp(now)})
+        "resumed_at": _timestamp(now)}, now)
 
 
 def notify_delivery_ended(connection, status: str, *, subscription_id: str, delivery_id: str,
@@ -77,7 +86,7 @@ def notify_delivery_ended(connection, status: str, *, subscription_id: str, deli
     return _store(connection, notice_type, {
         "account_id": subject[0], "subscription_id": subscription_id,
         "delivery_id": delivery_id, "event_id": event_id, "event_type": event_type,
-        "attempt_count": attempt_count, "status_code": status_code})
+        "attempt_count": attempt_count, "status_code": status_code})[1]
 
 
 def _connection(connection_or_session):
@@ -106,9 +115,31 @@ def _timestamp(moment: dt.datetime) -> str:
     return moment.astimezone(dt.timezone.utc).isoformat()
 
 
-def _store(connection, notice_type: str, data: dict) -> list[Dispatch]:
+def _store_budgeted(connection, notice_type: str, data: dict, now: dt.datetime) -> list[Dispatch]:
+    """A pause or resume notice, within the budget of its account and its subscription
+    (budget.py): stored to go out at once (its Dispatches returned), or parked until the
+    budget allows (nothing to publish now), replacing a notice of the subscription that
+    waits; ``data`` gains ``suppressed``, how many notices it replaced."""
+    connection = _connection(connection)
+    budget = Budget.of(get_settings())
+    if budget.off:
+        return _store(connection, notice_type, {**data, "suppressed": 0})[1]
+    moment = reserve(connection, data["account_id"], data["subscription_id"], now, budget)
+    stored, dispatches = _store(connection, notice_type, {**data, "suppressed": moment.suppressed})
+    if stored is None:
+        return []
+    if moment.at <= now:
+        remember(connection, data["subscription_id"], moment, None)
+        return dispatches
+    transitions.defer(connection, list(stored.delivery_ids), moment.at, now)
+    remember(connection, data["subscription_id"], moment, stored.id)
+    return []
+
+
+def _store(connection, notice_type: str, data: dict):
     """The notice as an event of the operator account with one delivery per operational
-    endpoint that wants it; the Dispatches to publish after commit."""
+    endpoint that wants it: the stored event (None: not stored) and the Dispatches to
+    publish after commit."""
     from webhooks.emit import store_checked  # emit imports the lifecycle, which calls us
 
     connection = _connection(connection)
@@ -117,6 +148,5 @@ def _store(connection, notice_type: str, data: dict) -> list[Dispatch]:
         # Our bug, never the customer's: logged, and the change it reports goes on
         # (raising here would fail the customer's delivery record with it).
         log.error("%s notice not sent: its data is invalid: %s", notice_type, errors)
-        return []
-    _, dispatches = store_checked(connection, OPERATOR_ACCOUNT_ID, notice_type, data)
-    return dispatches
+        return None, []
+    return store_checked(connection, OPERATOR_ACCOUNT_ID, notice_type, data)

@@ -55,6 +55,9 @@ from webhooks.sender.tunnel import ProxyRefused, open_tunnel, proxy_failure
 
 __all__ = ["Resolver", "system_resolver", "begin", "end", "pool_classes"]
 
+# The guard's log, where operators read refusals (and which names failed to resolve).
+guard_log = logging.getLogger("webhooks.netguard")
+
 # getaddrinfo-shaped: (host, port) -> [(family, type, proto, canonname, sockaddr), ...]
 Resolver = Callable[[str, int], list]
 
@@ -167,7 +170,8 @@ class _GuardedConnectionMixin:
             attempt.failure = timeout("dns", attempt.budget)
             raise ConnectTimeoutError(self, "DNS look-up timed out") from exc
         except OSError as exc:
-            attempt.failure = failure(ErrorKind.DNS)
+            guard_log.info("DNS look-up of the endpoint host %s failed: %s", host, exc)
+            attempt.failure = failure(ErrorKind.DNS)  # as for private answers: _no_public_address
             raise NameResolutionError(self.host, self, exc) from exc
 
     def _connect_to_first(self, attempt: AttemptDeadline, candidates: list) -> socket.socket:
@@ -186,7 +190,7 @@ class _GuardedConnectionMixin:
         if errors:
             attempt.failure = _connect_failure(errors)
             raise NewConnectionError(self, "Failed to establish a new connection") from errors[-1]
-        _refuse(attempt, refused_addresses)
+        _refuse(attempt, self._dns_host.strip("[]"), refused_addresses)
 
     def _connect_one(self, attempt: AttemptDeadline, family, socktype, proto,
                      sockaddr) -> socket.socket:
@@ -227,11 +231,44 @@ class _GuardedConnectionMixin:
         return super().request(*args, **kwargs)
 
 
-def _refuse(attempt: AttemptDeadline, refused_addresses: list[str]) -> None:
-    """Raise DestinationRefused: every address was refused by the guard, or none was found."""
-    reason = describe_refusal(refused_addresses[0]) if refused_addresses else "no address found"
-    attempt.failure = Failure(ErrorKind.DESTINATION, f"refused: {reason}")
-    raise DestinationRefused(reason)
+def _refuse(attempt: AttemptDeadline, host: str, refused_addresses: list[str]) -> None:
+    """Raise DestinationRefused: the guard refused every address of ``host``, or none was
+    found (the failure recorded: :func:`_no_public_address`)."""
+    attempt.failure = _no_public_address(host, refused_addresses)
+    raise DestinationRefused(attempt.failure.text)
+
+
+def _no_public_address(host: str, refused: list[str]) -> Failure:
+    """Why nothing was connected to, though no connect failed: the guard refused every
+    address (``refused``), or the answer was empty.
+
+    A host *name* gets the failure of a name that does not resolve, whichever it was, so
+    that subscribing to internal names cannot tell which of them resolve (issue 36): which
+    it was, and the addresses, go to the operators' log alone. An address written in the
+    URL is refused as such (the tenant learns nothing it did not write).
+    """
+    if refused and _written_as_address(host):
+        return Failure(ErrorKind.DESTINATION, f"refused: {describe_refusal(refused[0])}")
+    if refused:
+        guard_log.warning(
+            "refused to connect to %s: the endpoint host %s resolves to no public address "
+            "(WEBHOOKS_ALLOW_PRIVATE_TARGETS=true allows them); the tenant reads the error of "
+            "a name that does not resolve", ", ".join(refused), host)
+    else:
+        guard_log.info("DNS look-up of the endpoint host %s gave no address", host)
+    return failure(ErrorKind.DNS)
+
+
+def _written_as_address(host: str) -> bool:
+    """An address in any spelling getaddrinfo reads without asking DNS: IPv6, dotted IPv4,
+    and the numeric forms inet_aton takes (``127.1``, ``2130706433``, ``0x7f.1``)."""
+    if _is_address(host):
+        return True
+    try:
+        socket.inet_aton(host)
+        return True
+    except OSError:
+        return False
 
 
 class _TunnelledConnectionMixin(_GuardedConnectionMixin):
@@ -264,7 +301,7 @@ class _TunnelledConnectionMixin(_GuardedConnectionMixin):
                                        self._resolved(attempt, host)))
         approved = [a for a in addresses if self.allow_private or is_public_address(a)]
         if not approved:
-            _refuse(attempt, addresses)
+            _refuse(attempt, host, addresses)
         return approved
 
     def _tunnel_to_first(self, attempt: AttemptDeadline, targets: list[str]) -> socket.socket:

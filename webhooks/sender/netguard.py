@@ -7,7 +7,9 @@ on every address it is about to connect to, so a host name that resolves to
 The verdict is pure. Only :func:`describe_refusal` has a side effect: the
 refused address goes to the operators' log, never into the text that the
 tenant sees (an attempt's ``error``), so a tenant cannot map internal host
-names to addresses by subscribing to them.
+names to addresses by subscribing to them. A host *name* whose addresses are
+all refused does not even read as refused: it fails as a name that does not
+resolve (connections.py), so that a tenant cannot tell which internal names exist.
 """
 
 from __future__ import annotations

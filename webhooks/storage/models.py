@@ -46,6 +46,7 @@ __all__ = [
     "PortalLink",
     "ScheduledRun",
     "OAuth2Token",
+    "NoticeBudget",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -146,6 +147,9 @@ class Subscription(Base):
     client_certificate: Mapped[dict | None] = mapped_column(JSON(none_as_null=True),
                                                             nullable=True)
     oauth2: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    # When the release task of this subscription (lifecycle/release.py), which sends what a
+    # resume released batch by batch, was last sent or ran; None: none is running.
+    releasing_since: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
     def wants(self, event_type: str) -> bool:
         """True when this subscription receives events of ``event_type``."""
@@ -439,3 +443,21 @@ class OAuth2Token(Base):
     expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     lease_owner: Mapped[str | None] = mapped_column(String(36), nullable=True)
     lease_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class NoticeBudget(Base):
+    """The budget of pause and resume notices of one account, or of one subscription
+    (webhooks/operational/budget.py): both kinds of id are UUIDs, so one table holds both.
+
+    ``due_after`` is the budget's theoretical arrival time (GCRA): a notice may go out at
+    once while it is within the burst of now. A subscription's row also names its notice
+    that waits for the budget (``deferred_event_id``, an event of the operator account,
+    unsent) and how many of its notices that one replaced (``suppressed``).
+    """
+
+    __tablename__ = "notice_budgets"
+
+    subject_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    due_after: Mapped[dt.datetime]
+    deferred_event_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    suppressed: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))

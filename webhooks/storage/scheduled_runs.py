@@ -16,7 +16,7 @@ waited in the queue behind a backlog), claims nothing and does nothing: the
 next slot's run does its work. (Celery's ``expires`` did this by each
 worker's own clock, so a worker whose clock was ahead dropped every run.)
 
-Only beat's runs claim: a sweep asked for by a resume names no slot and
+Only beat's runs claim: a sweep asked for by a recover names no slot and
 always runs. Each claim also deletes its task's rows older than :data:`KEEP`.
 """
 
@@ -59,7 +59,7 @@ class Slot:
     @classmethod
     def sent(cls, task: str, slot: str | None, run_id: str, seconds: float) -> "Slot | None":
         """The slot a message names (``slot``: ISO 8601, from beat), or None when it names
-        none (a sweep asked for by a resume, or a message of an older beat)."""
+        none (a sweep asked for by a recover, or a message of an older beat)."""
         if not slot:
             return None
         start = dt.datetime.fromisoformat(slot)
