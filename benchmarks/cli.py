@@ -95,6 +95,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="the realistic scenario's range of answer times, ms (50-1000)")
     parser.add_argument("--ceiling-pool", default="prefork:2",
                         help="the shared scenario's ceiling worker (default prefork:2)")
+    parser.add_argument("--shared-ed25519", action="store_true",
+                        help="the shared scenario also runs its service leg with every "
+                             "subscription signed with Ed25519 (standard-ed25519), and reports "
+                             "its CPU per delivery beside the HMAC leg's")
     parser.add_argument("--rate", type=float,
                         help="events/s for latency and isolation (default: half the measured "
                              "throughput of the scenario pool)")
@@ -148,6 +152,7 @@ def build_options(args: argparse.Namespace):
         output=Path(args.output),
         rate=args.rate,
         ceiling_pool=PoolConfig.parse(args.ceiling_pool),
+        shared_ed25519=args.shared_ed25519,
     )
 
 

@@ -31,26 +31,30 @@ class Target:
     secret: str
 
 
-def make_target(url: str, name: str = "bench") -> Target:
-    """Create an account and one subscription (all event types) to ``url``."""
+def make_target(url: str, name: str = "bench", signature_scheme: str = "service") -> Target:
+    """Create an account and one subscription (all event types) to ``url``, signed in
+    ``signature_scheme``."""
     from webhooks.tenants.accounts import create_account
     from webhooks.storage.db import session_scope
 
     with session_scope() as session:
         account, _ = create_account(session, name)
         account_id = account.id
-    return add_subscription(account_id, url)
+    return add_subscription(account_id, url, signature_scheme=signature_scheme)
 
 
-def add_subscription(account_id: str, url: str, secret: str | None = None) -> Target:
-    """One more subscription (all event types) of the account to ``url``; a new secret if None."""
-    from webhooks.tenants.accounts import new_signing_secret
+def add_subscription(account_id: str, url: str, secret: str | None = None,
+                     signature_scheme: str = "service") -> Target:
+    """One more subscription (all event types) of the account to ``url``; a new secret (or
+    private key) of ``signature_scheme``'s format if None."""
+    from webhooks.tenants.schemes import new_secret
     from webhooks.storage.db import session_scope
     from webhooks.storage.models import Subscription, new_id, utcnow
 
     with session_scope() as session:
         subscription = Subscription(
-            id=new_id(), account_id=account_id, url=url, secret=secret or new_signing_secret(),
+            id=new_id(), account_id=account_id, url=url,
+            secret=secret or new_secret(signature_scheme), signature_scheme=signature_scheme,
             event_types=None, status="active", consecutive_failures=0, created_at=utcnow(),
         )
         session.add(subscription)

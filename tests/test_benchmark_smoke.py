@@ -49,7 +49,7 @@ NESTED = {
     "realistic": {"fast": ["rate_per_s", "worker_cpu_ms_per_delivery", "duplicates"],
                   "slow": ["rate_per_s", "ratio_to_fast", "worker_cpu_ms_per_delivery"],
                   "mix": ["rate_per_s", "ratio_to_fast", "worker_cpu_ms_per_delivery"]},
-    "shared": {"service": _LEG, "ceiling": _LEG},
+    "shared": {"service": _LEG, "ceiling": _LEG, "service_ed25519": _LEG},
 }
 PER_POOL = {
     "ceiling": ["rate_per_s", "duplicates", "delivered"],
@@ -65,7 +65,8 @@ def quick_run(postgres, tmp_path):
     env.update(WEBHOOKS_DATABASE_URL=PG_URL, WEBHOOKS_BROKER_URL=REDIS_URL)
     output = tmp_path / "bench.json"
     process = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--output", str(output)],
+        [sys.executable, "-m", "benchmarks", "--quick", "--shared-ed25519", "--output",
+         str(output)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
     )
     assert process.returncode == 0, (
@@ -92,6 +93,12 @@ def test_quick_run_writes_every_scenario(quick_run):
     _assert_summary(scenarios["shared"].get("ratio_to_ceiling"), "shared.ratio_to_ceiling")
     _assert_summary(scenarios["shared"].get("machine_cpu_ratio_to_ceiling"),
                     "shared.machine_cpu_ratio_to_ceiling")
+    for key in ("ed25519_worker_cpu_ms_beyond_hmac", "ed25519_machine_cpu_ms_beyond_hmac"):
+        _assert_summary(scenarios["shared"].get(key), f"shared.{key}")
+    for key, figure in scenarios["shared"]["signing_us_per_attempt"].items():
+        _assert_summary(figure, f"shared.signing_us_per_attempt.{key}")
+        assert figure["median"] > 0, key
+    assert "Ed25519 signing: worker CPU per delivery beyond HMAC's" in process.stdout
     for leg in ("service", "ceiling"):  # everything on the machine spent at least the leg's parts
         figures = {key: scenarios["shared"][leg][key]["median"]
                    for key in ("machine_cpu_ms_per_delivery", "worker_cpu_ms_per_delivery",

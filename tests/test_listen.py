@@ -224,3 +224,47 @@ def test_a_standard_webhooks_delivery_is_verified_too(listener):
     first, second = out.getvalue().splitlines()
     assert f"event={ids['event']}" in first and "  verified  -> 200" in first
     assert "NOT verified: signature does not match the body and secret  -> 401" in second
+
+
+@pytest.mark.process
+def test_the_command_verifies_ed25519_deliveries_with_the_public_key(tmp_path):
+    """``webhooks listen --secret whpk_…`` (CONTRACT 10.2): a ``standard-ed25519`` delivery
+    verifies with the subscription's public key, either of two during a rotation; a changed
+    body or another key's signature does not, nor a delivery signed with a secret."""
+    from webhooks.signing import public_key_of, standard_headers
+    from webhooks.tenants.schemes import new_secret
+
+    current, following = new_secret("standard-ed25519"), new_secret("standard-ed25519")
+    process = subprocess.Popen(
+        [WEBHOOKS, "listen", "--port", "0", "--secret", public_key_of(current)],
+        cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )
+    try:
+        ready = process.stdout.readline()
+        match = re.search(r"ready on (http://127\.0\.0\.1:\d+/)", ready)
+        assert match, ready
+
+        def answer(keys: list[str], body: bytes = BODY, signed: bytes = BODY) -> tuple[int, str]:
+            headers, ids = _headers(body)
+            del headers["X-Service-Signature"]
+            headers.update(standard_headers(keys, ids["event"], signed, int(time.time())))
+            status = requests.post(match.group(1), data=body, headers=headers, timeout=5)
+            line = process.stdout.readline()
+            assert f"delivery={ids['delivery']}" in line
+            return status.status_code, line
+
+        assert answer([current])[0] == 200
+        assert answer([current, following])[0] == 200  # a staged rotation: both signatures
+        status, line = answer([current], body=BODY + b" ")
+        assert status == 401 and "does not match the body and public key" in line
+        assert answer([following])[0] == 401
+        headers, _ = _headers(BODY)  # a service-scheme delivery: no v1a to check
+        assert requests.post(match.group(1), data=BODY, headers=headers, timeout=5).status_code == 401
+        assert "has no webhook-signature header" in process.stdout.readline()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(10) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()

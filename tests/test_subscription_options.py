@@ -157,7 +157,8 @@ def test_the_reference_says_what_a_declared_option_takes_from_its_declaration():
                                   "create and PATCH, and the dashboard's form "
                                   '("Pause after (optional)").')
     scheme = next(option for option in OPTIONS if option.kind is Kind.CHOICE)
-    assert takes(scheme).startswith("One of `service`, `standard` (never null); default `service`")
+    assert takes(scheme).startswith(
+        "One of `service`, `standard`, `standard-ed25519` (never null); default `service`")
     text = reference((*OPTIONS, PAUSE_AFTER))
     assert [line for line in text.splitlines() if line.startswith("`")] == [
         f"`{option.name}`" for option in (*OPTIONS, PAUSE_AFTER)]

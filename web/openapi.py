@@ -195,7 +195,9 @@ def _operation(doc: ApiDoc, endpoint: str, arguments: list[str]) -> dict:
                 name: {"description": text, "required": True, "schema": {"type": "string"}}
                 for name, text in doc.headers[status].items()}
         responses[str(status)] = response
-    for status, description in error_responses(doc, bool(arguments)).items():
+    # A public route's id names nothing the caller owns: it never answers 404 (public_keys.py).
+    owned_ids = bool(arguments) and not doc.public
+    for status, description in error_responses(doc, owned_ids).items():
         responses[str(status)] = {"description": description, "content": _json(ErrorSchema)}
         if str(status) in _RESPONSE_HEADERS:
             responses[str(status)]["headers"] = copy.deepcopy(_RESPONSE_HEADERS[str(status)])
@@ -204,8 +206,10 @@ def _operation(doc: ApiDoc, endpoint: str, arguments: list[str]) -> dict:
             "name": name,
             "in": "path",
             "required": True,
-            "schema": {"type": "string", "format": "uuid"},
-            "description": "an id the caller owns (any other id answers 404)",
+            # A public route takes any string: one that is no id answers as an unknown id.
+            "schema": {"type": "string", "format": "uuid"} if owned_ids else {"type": "string"},
+            "description": "an id the caller owns (any other id answers 404)" if owned_ids
+            else "an id; anything else answers as an id that names nothing",
         }
         for name in sorted(arguments)
     ]

@@ -12,6 +12,12 @@ Each repeat runs these legs in turn, each against the fast receiver
   their calls may share statements and commits, emit.py's group commit); events go round robin to ``tenants`` (10)
   accounts with one subscription each, so no per-subscription or
   per-account cap binds (as with many tenants);
+- ``service_ed25519`` (only with ``--shared-ed25519``): the ``service`` leg
+  again, every subscription ``standard-ed25519`` (an Ed25519 signature per
+  attempt, webhooks/signing.py) instead of the service scheme's HMAC: its CPU
+  per delivery beside the HMAC leg's of the same repeat, and what signing one
+  attempt's headers costs in each scheme, in-process (``signing_cost.py``: a
+  figure the machine's noise does not move as much);
 - ``ceiling``: a ceiling worker (``ceiling_app.py``, ``--ceiling-pool``,
   prefork -c 2 by default: the stack's best) fed the same way by bare
   publishers (``ceiling_app.send``);
@@ -42,13 +48,14 @@ import traceback
 from sqlalchemy.engine import make_url
 
 from .. import seed
+from ..signing_cost import signing_cpu_us
 from ..context import Context
 from ..stats import summarise, summarise_all
 from . import Row
 from .loaded import KEYS, Leg, run_leg
 
 PATHS = {"service": "/shared", "ceiling": "/shared-ceiling", "durable_ceiling": "/shared-durable",
-         "django_webhook2": "/shared-dw2"}
+         "django_webhook2": "/shared-dw2", "service_ed25519": "/shared-ed25519"}
 EMITTER = "benchmarks.emitter"
 
 
@@ -56,17 +63,24 @@ def _database(ctx: Context) -> str:
     return make_url(ctx.options.database_url).database
 
 
-def service_leg(ctx: Context) -> dict:
+def service_leg(ctx: Context, ed25519: bool = False) -> dict:
+    """The service's leg; with ``ed25519``, its subscriptions are ``standard-ed25519``."""
     ctx.reset()
-    path = PATHS["service"]
-    accounts = [seed.make_target(ctx.receiver.url(path), name=f"shared-{i}").account_id
+    scheme = "standard-ed25519" if ed25519 else "service"
+    path = PATHS["service_ed25519" if ed25519 else "service"]
+    accounts = [seed.make_target(ctx.receiver.url(path), name=f"shared-{i}",
+                                 signature_scheme=scheme).account_id
                 for i in range(max(1, ctx.sizes.tenants))]
-    leg = Leg("shared", path, sys.executable, EMITTER,
+    leg = Leg("shared-ed25519" if ed25519 else "shared", path, sys.executable, EMITTER,
               ("--kind", "service", "--accounts", ",".join(accounts),
                "--threads", str(ctx.sizes.shared_emitter_threads)), ctx.env(),
               _database(ctx), ctx.options.broker_url)
-    return run_leg(ctx, leg, [ctx.start_worker(ctx.options.scenario_pool, f"shared-{i + 1}")
-                              for i in range(ctx.sizes.shared_workers)])
+    figures = run_leg(ctx, leg, [ctx.start_worker(ctx.options.scenario_pool, f"shared-{i + 1}")
+                                 for i in range(ctx.sizes.shared_workers)])
+    if ed25519:
+        figures.update(signing_us_per_attempt=signing_cpu_us(scheme),
+                       hmac_signing_us_per_attempt=signing_cpu_us("service"))
+    return figures
 
 
 def ceiling_leg(ctx: Context) -> dict:
@@ -118,7 +132,10 @@ def _legs(ctx: Context) -> tuple[dict, object]:
     wanted = set(ctx.options.scenarios)
     legs = {}
     if "shared" in wanted:
-        legs.update(service=service_leg, ceiling=ceiling_leg)
+        legs["service"] = service_leg
+        if ctx.options.shared_ed25519:  # right after the HMAC leg: the machine as alike as can be
+            legs["service_ed25519"] = lambda c: service_leg(c, ed25519=True)
+        legs["ceiling"] = ceiling_leg
     if "durable_ceiling" in wanted:
         legs["durable_ceiling"] = durable_ceiling_leg
     dw2 = None
@@ -212,6 +229,8 @@ def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> No
                                                                  _machine_cpu)
         if runs.get("django_webhook2"):
             shared["ratio_to_django_webhook2"] = _ratios(service, runs["django_webhook2"])
+        if runs.get("service_ed25519"):
+            shared.update(_ed25519_figures(service, runs["service_ed25519"]))
         if runs.get("durable_ceiling"):
             shared["ratio_to_durable_ceiling"] = _ratios(service, runs["durable_ceiling"])
             shared["machine_cpu_ratio_to_durable_ceiling"] = _cpu_ratios(
@@ -225,6 +244,20 @@ def _store(ctx: Context, runs: dict[str, list[dict]], version: str | None) -> No
                                           **_leg_summary(runs["django_webhook2"])}
 
 
+def _ed25519_figures(hmac_runs: list[dict], ed25519_runs: list[dict]) -> dict:
+    """The Ed25519 leg's figures and its CPU per delivery beyond the HMAC leg's of the same
+    repeat (ms): the worker's, which signs, and the whole machine's."""
+    def extra(key: str) -> dict:
+        return summarise(e[key] - h[key] if e.get(key) is not None and h.get(key) is not None
+                         else None for h, e in zip(hmac_runs, ed25519_runs))
+
+    return {"service_ed25519": _leg_summary(ed25519_runs),
+            "ed25519_worker_cpu_ms_beyond_hmac": extra("worker_cpu_ms_per_delivery"),
+            "ed25519_machine_cpu_ms_beyond_hmac": extra("machine_cpu_ms_per_delivery"),
+            "signing_us_per_attempt": summarise_all(
+                ed25519_runs, ["hmac_signing_us_per_attempt", "signing_us_per_attempt"])}
+
+
 def rows(results: dict) -> list[Row]:
     out = []
     shared = results.get("shared")
@@ -235,6 +268,18 @@ def rows(results: dict) -> list[Row]:
         for name, label in (("service", service), ("ceiling", f"ceiling {ceiling_pool}")):
             if shared[name]:
                 out.extend(_leg_rows("shared", label, shared[name], name == "service"))
+        if shared.get("service_ed25519"):
+            out.extend(_leg_rows("shared", f"{service}, Ed25519", shared["service_ed25519"],
+                                 False))
+            out.append(Row("shared", "Ed25519 signing: worker CPU per delivery beyond HMAC's",
+                           shared["ed25519_worker_cpu_ms_beyond_hmac"], "ms"))
+            out.append(Row("shared", "Ed25519 signing: the whole machine's CPU per delivery "
+                           "beyond HMAC's", shared["ed25519_machine_cpu_ms_beyond_hmac"], "ms"))
+            signing = shared["signing_us_per_attempt"]
+            out.append(Row("shared", "one attempt's headers signed, HMAC (service), in-process",
+                           signing["hmac_signing_us_per_attempt"], "us"))
+            out.append(Row("shared", "one attempt's headers signed, Ed25519, in-process",
+                           signing["signing_us_per_attempt"], "us"))
         if "ratio_to_ceiling" in shared:
             out.append(Row("shared", "service ratio to ceiling", shared["ratio_to_ceiling"], "x",
                            ">= 0.8"))

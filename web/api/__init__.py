@@ -11,7 +11,8 @@ __all__ = ["API_PREFIX", "register_api"]
 
 def register_api(app: Flask) -> None:
     """Register every API blueprint on ``app``."""
-    from . import deliveries, events, openapi, portal_links, subscriptions
+    from . import deliveries, events, openapi, portal_links, public_keys, subscriptions
 
-    for blueprint in (events.bp, subscriptions.bp, deliveries.bp, portal_links.bp, openapi.bp):
+    for blueprint in (events.bp, subscriptions.bp, deliveries.bp, portal_links.bp,
+                      public_keys.bp, openapi.bp):
         app.register_blueprint(blueprint)

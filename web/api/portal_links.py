@@ -8,7 +8,7 @@ link's base is ``WEBHOOKS_PUBLIC_URL``, else the request's own scheme and host.
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app, request, url_for
+from flask import Blueprint, Response
 
 from webhooks.storage.models import utcnow
 from webhooks.services.portal_links import create_link
@@ -16,7 +16,7 @@ from webhooks.services.portal_links import create_link
 from ..apidoc import documented
 from ..auth import authenticate, current_account_id
 from ..params import load_optional_body
-from ..portal_config import PortalConfig
+from ..public_url import public_url_for
 from ..responses import json_response
 from ..schemas import PortalLinkCreateSchema, PortalLinkSchema
 from ..transaction import db_session
@@ -32,12 +32,7 @@ _LINK = PortalLinkSchema()
 
 def link_url(token: str) -> str:
     """The absolute URL that opens the link with ``token``."""
-    config: PortalConfig = current_app.extensions["portal_config"]
-    if config.public_url:
-        # The public URL replaces scheme, host and any mount point of this request.
-        path = url_for("dashboard.open_portal_link", token=token)
-        return config.public_url + path[len(request.script_root):]
-    return url_for("dashboard.open_portal_link", token=token, _external=True)
+    return public_url_for("dashboard.open_portal_link", token=token)
 
 
 @bp.post("")

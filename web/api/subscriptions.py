@@ -113,8 +113,9 @@ def _own(subscription_id: str) -> Subscription:
     "Create a subscription",
     description="Registers an endpoint. Without `event_types` (or with null) it receives "
     f"every event type. {_OPTIONAL_ON_CREATE} are optional. The answer holds the signing "
-    "secret, in the format of its scheme. Deleted subscriptions do not count toward the "
-    "account's limit.",
+    "secret, in the format of its scheme; under `standard-ed25519` the service keeps the "
+    "private key and the answer holds `public_key` instead. Deleted subscriptions do not "
+    "count toward the account's limit.",
     body=SubscriptionCreateSchema,
     responses={201: ("The new subscription, with its secret", SubscriptionWithSecretSchema)},
     headers={201: {"Location": "the new subscription's path, "
@@ -171,7 +172,8 @@ def get(subscription_id: str) -> Response:
     f"(`{{}}` removes them); {_BACK_TO_DEFAULTS} go back to the "
     "defaults. A `signature_scheme` other than the current one gives the subscription a new "
     "secret of that scheme's format, which signs from the next attempt on (a staged secret "
-    "is dropped): the answer then holds `secret`.",
+    "is dropped): the answer then holds `secret`; a change to `standard-ed25519` gives it a "
+    "new key pair instead, whose `public_key` the answer holds (no `secret`).",
     body=SubscriptionUpdateSchema,
     responses={200: ("The changed subscription; with `secret` (and `next_secret`) when "
                      "`signature_scheme` changed", SubscriptionChangedSchema)},
@@ -213,7 +215,10 @@ def delete(subscription_id: str) -> Response:
     "`{\"activate_in\": seconds}` the rotation is staged: `secret` still signs, and the "
     "answer also holds `next_secret` and `next_secret_active_at`; from that moment on "
     "`next_secret` signs and becomes `secret`. Receivers verify with both meanwhile. A second "
-    "staged rotation replaces the staged secret.",
+    "staged rotation replaces the staged secret. Under `standard-ed25519` the same is done "
+    "with key pairs: the answer holds `public_key` and, while staged, `next_public_key` "
+    "(never a secret), and every delivery carries both signatures until the staged key "
+    "takes over.",
     body=RotateSecretSchema,
     body_required=False,
     responses={200: ("The subscription, with its secrets", SubscriptionWithSecretSchema)},

@@ -18,6 +18,10 @@ next secret, the values of its custom headers (often the receiver's
 - A form never shows a secret back: the edit form shows header values as
   ``forms.MASK`` and keeps the stored value of a header sent back masked.
 
+A ``standard-ed25519`` subscription's private key is given to no page at all
+(tenants/keypairs.py: ``shown_secrets`` is None for it); its public key is no
+secret, shown to every session.
+
 A new secret field follows the same rules: rendered only where a view was
 asked with ``show_secret`` (the reveal, or the once after making it), never
 put back into a form, and the view that shows it marked :func:`shows_secrets`.

@@ -14,10 +14,11 @@ from webhooks.config import get_settings
 from webhooks.errors import Conflict, InvalidCredential
 from webhooks.services import pausing, subscriptions as subscription_service, testing
 from webhooks.services.reads import utcnow
-from webhooks.services.rotation import secrets_at
+from webhooks.services.rotation import public_keys_at, shown_secrets
 from webhooks.storage.models import Subscription, SubscriptionStatus
 
 from ..errors import ApiError
+from ..public_url import public_url_for
 from ..ratelimit import check_send_test
 from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import db_session
@@ -144,7 +145,10 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
     return render_template(
         "dashboard/subscription.html",
         subscription=subscription,
-        secrets=secrets_at(subscription, now),
+        # A key pair's secrets are private keys: None, and its public keys (not secrets) instead.
+        secrets=shown_secrets(subscription, now),
+        public_keys=public_keys_at(subscription, now),
+        key_set_url=public_url_for("public_keys.key_set", account_id=account_id),
         takes_over_in=_from_now(subscription.next_secret_active_at, now),
         option_facts=facts(subscription),
         credentials=subscription_service.shown_credentials(subscription),

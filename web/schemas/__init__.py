@@ -24,6 +24,7 @@ from .deliveries import (
 )
 from .events import ENVELOPE_SCHEMAS, EventTypeListSchema, EventTypeSchema, SampleQuerySchema
 from .portal_links import PortalLinkCreateSchema, PortalLinkSchema
+from .public_keys import KeySetSchema, PublicKeySchema
 from .subscriptions import (
     MAX_DESCRIPTION_LENGTH,
     RecoveredSchema,
@@ -50,5 +51,5 @@ __all__ = [
     "SubscriptionSchema", "SubscriptionUpdateSchema", "SubscriptionWithSecretSchema",
     "TestSentSchema", "RecoveredSchema",
     "RecoverSchema", "RotateSecretSchema", "subscription_resource",
-    "PortalLinkCreateSchema", "PortalLinkSchema",
+    "PortalLinkCreateSchema", "PortalLinkSchema", "KeySetSchema", "PublicKeySchema",
 ]

@@ -5,7 +5,10 @@ recover, and the responses. The fields of the per-subscription options (``max_in
 A subscription is shown without its ``secret`` (and ``next_secret``) except
 where docs/api.md says so (create, get one, rotate-secret): lists and other
 answers leave it out. Answers are dumped from :func:`subscription_resource`,
-which computes the secrets as of the answer's moment (rotation.py).
+which computes the secrets as of the answer's moment (rotation.py). A
+``standard-ed25519`` subscription has no ``secret`` in any answer (its private
+key never leaves the service): every answer shows its ``public_key`` and, while
+a rotation is staged, ``next_public_key`` instead (tenants/keypairs.py).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
 from webhooks.events.fields import StrictInteger
-from webhooks.services.rotation import ACTIVATE_IN_MAX, secrets_at
+from webhooks.services.rotation import ACTIVATE_IN_MAX, public_keys_at, shown_secrets
 from webhooks.services.pausing import PauseReason
 from webhooks.services.subscriptions import custom_headers, option_values, shown_credentials
 from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
@@ -230,8 +233,19 @@ class SubscriptionSchema(Schema):
                           metadata={"description": "extra request headers of every delivery"})
     next_secret_active_at = UTCTimestamp(
         required=True, allow_none=True,
-        metadata={"description": "when a staged secret takes over (signs, and becomes "
-                                 "`secret`); null when none is staged"})
+        metadata={"description": "when a staged secret (or key pair) takes over (signs, and "
+                                 "becomes `secret`, or `public_key`); null when none is staged"})
+    public_key = fields.String(
+        required=True, allow_none=True,
+        metadata={"description": "`standard-ed25519`: the Ed25519 public key that verifies "
+                                 "its deliveries now, `whpk_` and the standard base64 of its "
+                                 "32 bytes (also in `GET /public-keys/<account_id>`); null "
+                                 "under the other schemes"})
+    next_public_key = fields.String(
+        required=True, allow_none=True,
+        metadata={"description": "`standard-ed25519`: the staged key pair's public key, "
+                                 "whose signature every delivery carries too until it takes "
+                                 "over at `next_secret_active_at`; null when none is staged"})
     client_certificate = _CERTIFICATE_SHOWN
     oauth2 = _OAUTH2_SHOWN
 
@@ -239,21 +253,25 @@ class SubscriptionSchema(Schema):
 class SubscriptionWithSecretSchema(SubscriptionSchema):
     """A subscription with its signing ``secret`` (``service``: the HMAC key, used as UTF-8;
     ``standard``: ``whsec_`` and the base64 of the key) and the staged ``next_secret``, if
-    any."""
+    any; neither under ``standard-ed25519``, whose private keys are never shown."""
 
-    secret = fields.String(required=True, metadata={"description": "the secret that signs now"})
+    secret = fields.String(metadata={
+        "description": "the secret that signs now; absent under `standard-ed25519` (the "
+                       "service keeps the private key: `public_key` verifies)"})
     next_secret = fields.String(
-        required=True, allow_none=True,
+        allow_none=True,
         metadata={"description": "a staged secret, signing from `next_secret_active_at` on; "
-                                 "null when none is staged"})
+                                 "null when none is staged; absent under `standard-ed25519`"})
 
 
 class SubscriptionChangedSchema(SubscriptionSchema):
     """Answer of ``PATCH /subscriptions/<id>``: a subscription, with ``secret`` and
-    ``next_secret`` only when the change of ``signature_scheme`` gave it a new secret."""
+    ``next_secret`` only when the change of ``signature_scheme`` gave it a new secret (a
+    change to ``standard-ed25519`` gives it a new key pair: its new ``public_key``)."""
 
     secret = fields.String(metadata={"description": "the new secret, which signs from now on; "
-                                                    "only when `signature_scheme` changed"})
+                                                    "only when `signature_scheme` changed to "
+                                                    "`service` or `standard`"})
     next_secret = fields.String(allow_none=True, metadata={
         "description": "null (a change of scheme drops a staged secret); only when "
                        "`signature_scheme` changed"})
@@ -268,9 +286,11 @@ def _paused_reason(subscription: Subscription) -> str | None:
 
 
 def subscription_resource(subscription: Subscription, now: dt.datetime | None = None) -> dict:
-    """What the subscription schemas dump: the row, with its secrets as of ``now``."""
-    secrets = secrets_at(subscription, now or utcnow())
-    return {
+    """What the subscription schemas dump: the row, with its secrets (or public keys) as of
+    ``now``. A key-pair scheme's secrets are private keys: they are never put here, so no
+    schema can show them."""
+    now = now or utcnow()
+    resource = {
         "id": subscription.id,
         "url": subscription.url,
         "event_types": subscription.event_types,
@@ -283,10 +303,18 @@ def subscription_resource(subscription: Subscription, now: dt.datetime | None = 
         "headers": subscription.headers or {},
         **option_values(subscription),
         **shown_credentials(subscription),
-        "next_secret_active_at": secrets.next_secret_active_at,
-        "secret": secrets.secret,
-        "next_secret": secrets.next_secret,
+        "public_key": None,
+        "next_public_key": None,
     }
+    keys = public_keys_at(subscription, now)
+    if keys is not None:
+        resource.update(public_key=keys.public_key, next_public_key=keys.next_public_key,
+                        next_secret_active_at=keys.next_public_key_active_at)
+        return resource
+    secrets = shown_secrets(subscription, now)
+    resource.update(secret=secrets.secret, next_secret=secrets.next_secret,
+                    next_secret_active_at=secrets.next_secret_active_at)
+    return resource
 
 
 class RotateSecretSchema(Schema):

@@ -350,14 +350,15 @@ def dev(port: int, host: str) -> None:
 @main.command("listen")
 @click.option("--secret", "secrets", required=True, multiple=True,
               envvar="WEBHOOKS_LISTEN_SECRET",
-              help="the subscription's signing secret (whsec_...); give it twice during a "
-                   "rotation (current and next): a delivery verifies with either")
+              help="the subscription's signing secret (whsec_...), or its public key "
+                   "(whpk_..., standard-ed25519); give it twice during a rotation (current "
+                   "and next): a delivery verifies with either")
 @click.option("--port", type=click.IntRange(0, 65535), default=4242, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--status", type=click.IntRange(100, 599), default=None,
               help="answer this status to every delivery (e.g. 500 to watch retries)")
 def listen(secrets: tuple[str, ...], port: int, host: str, status: int | None) -> None:
-    """A local receiver: verify (either signature scheme), print and answer every delivery
+    """A local receiver: verify (any signature scheme), print and answer every delivery
     (200, or 401 if not verified)."""
     from webhooks.config import get_settings
     from webhooks.cli.listen import secret_problems, serve

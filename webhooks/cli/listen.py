@@ -2,8 +2,10 @@
 
 Like ``stripe listen``: point a subscription at it, and each delivery that
 arrives is checked with :func:`webhooks.signing.verify` against the exact raw
-body (either signature scheme: the X-<Service>-Signature header, or the
-Standard Webhooks headers of a ``standard`` subscription), printed as one line, and answered 200 when it verifies and 401 when it
+body (any signature scheme: the X-<Service>-Signature header, or the
+Standard Webhooks headers of a ``standard`` subscription, or of a
+``standard-ed25519`` one with its ``whpk_`` public key in place of a secret),
+printed as one line, and answered 200 when it verifies and 401 when it
 does not. ``status`` makes it answer that status to every delivery instead,
 to watch retries, permanent failures and the auto-pause happen.
 
@@ -28,12 +30,14 @@ __all__ = ["Listener", "describe", "secret_problems", "serve"]
 MAX_BODY_BYTES = 8 * 1024 * 1024  # far above WEBHOOKS_MAX_PAYLOAD_BYTES; bounds a stray upload
 
 
-def _signature_of(headers, service_name: str):
-    """What verify() checks: the request's headers for a Standard Webhooks delivery (it
-    carries ``webhook-signature``), else the X-<Service>-Signature value."""
+def _signature_of(headers, service_name: str) -> dict[str, str]:
+    """The headers verify() checks: all of them for a Standard Webhooks delivery (it carries
+    ``webhook-signature``), else its X-<Service>-Signature alone (a custom header of another
+    X-…-Signature name beside it is not the service's)."""
     if headers.get("webhook-signature"):
         return {name: value for name, value in headers.items()}
-    return headers.get(f"X-{service_name}-Signature") or ""
+    name = f"X-{service_name}-Signature"
+    return {name: headers.get(name) or ""}
 
 
 def describe(

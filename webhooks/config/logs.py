@@ -9,8 +9,9 @@
 
 Only the fields in :data:`CONTEXT_FIELDS` are taken from a record's ``extra``:
 anything else passed there (a URL, a body, a secret) never reaches the log.
-As a second guard, signing secrets (``whsec_…``), API keys (``whk_…``) and
-passwords in URLs are masked in the message and in tracebacks.
+As a second guard, signing secrets (``whsec_…``), private keys (``whsk_…``),
+API keys (``whk_…``) and passwords in URLs are masked in the message and in
+tracebacks.
 
 :func:`configure_logging` installs this on the root logger; the web app and
 the worker call it at start-up.
@@ -39,7 +40,9 @@ CONTEXT_FIELDS = (
     "outcome",
 )
 
-_SECRETS = re.compile(r"\b(whsec_|whk_)[A-Za-z0-9_\-]+")
+# The whole of each: URL-safe base64 (API keys, service secrets) or standard base64 with its
+# padding (standard secrets, Ed25519 private keys: whsk_).
+_SECRETS = re.compile(r"\b(whsec_|whsk_|whk_)[A-Za-z0-9_\-+/]+=*")
 # The password runs to the *last* "@" of the authority, as urllib3 and urlsplit read it
 # ("https://u:p@ss@host/": the password is "p@ss"); the user part may hold an "@" too.
 _URL_PASSWORD = re.compile(
@@ -58,7 +61,7 @@ def mask_url_passwords(text: str, placeholder: str = "***") -> str:
 
 
 def redact(text: str) -> str:
-    """``text`` with signing secrets, API keys and URL passwords masked."""
+    """``text`` with signing secrets, private keys, API keys and URL passwords masked."""
     text = _SECRETS.sub(lambda m: m.group(1) + "[redacted]", text)
     return mask_url_passwords(text, "[redacted]")
 

@@ -32,12 +32,12 @@ from webhooks.lifecycle.record import Recorded, groups, record, record_many
 from webhooks.sender.post import (LOCATION_LIMIT, AttemptResult, HttpSender, ReceiverCredentials,
                                   Sender)
 from webhooks.sender.retry_after import retry_after_seconds
-from webhooks.signing import sign, standard_headers
+from webhooks.signing import key_id, public_key_of, sign, standard_headers
 from webhooks.storage import clock
 from webhooks.storage.db import attempt_transaction, get_attempt_engine
 from webhooks.storage.receiver_text import storable_text
 from webhooks.tenants import custom_headers
-from webhooks.tenants.schemes import SignatureScheme
+from webhooks.tenants.schemes import sends_standard_headers, signs_with_key_pair
 
 __all__ = ["run_attempt", "delivery_headers", "default_sender", "rules_of"]
 
@@ -85,7 +85,10 @@ def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[s
 
     The ``service`` scheme signs with the one secret that signs now
     (X-<Service>-Signature); ``standard`` sends the three Standard Webhooks
-    headers instead, with a second signature from a staged secret, if any.
+    headers instead, with a second signature from a staged secret, if any;
+    ``standard-ed25519`` the same with ``v1a`` signatures of its private keys,
+    and X-<Service>-Key-Id naming their public keys (the ``kid`` of each, in the
+    signatures' order) so that a receiver picks its key from the account's key set.
     """
     header = settings.header
     ours = {
@@ -105,10 +108,13 @@ def delivery_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[s
 
 def _signature_headers(claim: Claim, settings: Settings, timestamp: int) -> dict[str, str]:
     """The signature headers of the subscription's scheme (tenants/schemes.py)."""
-    if claim.signature_scheme == SignatureScheme.STANDARD.value:
-        secrets = [claim.secret, *([claim.staged_secret] if claim.staged_secret else [])]
-        return standard_headers(secrets, claim.event_id, claim.body, timestamp)
-    return {settings.header("Signature"): sign(claim.secret, claim.body, timestamp)}
+    if not sends_standard_headers(claim.signature_scheme):
+        return {settings.header("Signature"): sign(claim.secret, claim.body, timestamp)}
+    keys = [claim.secret, *([claim.staged_secret] if claim.staged_secret else [])]
+    headers = standard_headers(keys, claim.event_id, claim.body, timestamp)
+    if signs_with_key_pair(claim.signature_scheme):
+        headers[settings.header("Key-Id")] = " ".join(key_id(public_key_of(key)) for key in keys)
+    return headers
 
 
 def run_attempt(

@@ -9,7 +9,9 @@ lifecycle, storage or broker modules under them:
 - pausing: resume (and the sweep that sends what it released)
 - replay: replay one delivery, with the one replay check
 - recovery: replay a window of failed and dead deliveries
-- rotation: rotate the signing secret, activate or cancel a staged one
+- rotation: rotate the signing secret (or key pair), activate or cancel a staged one,
+  and what answers and pages may show of them
+- public_keys: an account's public keys as a JWKS, for its receivers
 - testing: send a test.ping
 - accounts: who an API key belongs to
 - portal_links: single-use links that sign a browser in to an account's dashboard

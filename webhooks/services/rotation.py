@@ -1,4 +1,6 @@
-"""Signing secrets: rotate now or staged, activate or cancel a staged secret, show them."""
+"""Signing secrets and key pairs: rotate now or staged, activate or cancel a staged one, and
+what answers and pages may show of them (the secrets of an HMAC scheme; of a key pair, its
+public keys only: tenants/keypairs.py)."""
 
 from __future__ import annotations
 
@@ -6,9 +8,12 @@ from sqlalchemy.orm import Session
 
 from webhooks.storage.models import Subscription, utcnow
 from webhooks.tenants import rotation
-from webhooks.tenants.rotation import ACTIVATE_IN_MAX, Secrets, secrets_at
+from webhooks.tenants.keypairs import PublicKeys, public_keys_at, shown_secrets
+from webhooks.tenants.rotation import ACTIVATE_IN_MAX, Secrets
 
-__all__ = ["ACTIVATE_IN_MAX", "Secrets", "secrets_at", "rotate", "activate_now", "cancel"]
+# No secrets_at here: web code shows secrets through shown_secrets, which holds back keys.
+__all__ = ["ACTIVATE_IN_MAX", "Secrets", "PublicKeys", "public_keys_at", "shown_secrets",
+           "rotate", "activate_now", "cancel"]
 
 
 def rotate(session: Session, subscription: Subscription, activate_in: int | None = None) -> Subscription:

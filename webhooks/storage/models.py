@@ -112,7 +112,8 @@ class Subscription(Base):
     paused_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
     # Why it is paused (states.PauseReason: failures, manual, gone); None while active.
     paused_reason: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    # How deliveries are signed (tenants/schemes.py): "service" (SPEC 2.4) or "standard".
+    # How deliveries are signed (tenants/schemes.py): "service" (SPEC 2.4), "standard" or
+    # "standard-ed25519" (whose secret columns hold private keys: tenants/keypairs.py).
     signature_scheme: Mapped[str] = mapped_column(String(16), default="service",
                                                   server_default="service")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)

@@ -169,11 +169,14 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "signature_scheme", Kind.CHOICE, choices=SCHEMES, default=DEFAULT_SCHEME,
         nullable=False, stored_as_given=False,
-        description="how deliveries are signed: `service` (the X-Service-Signature header) or "
+        description="how deliveries are signed: `service` (the X-Service-Signature header), "
                     "`standard` (Standard Webhooks: `webhook-id`, `webhook-timestamp`, "
-                    "`webhook-signature`). Changing it gives the subscription a new secret of "
-                    "that scheme's format",
-        shown_description="`service` (X-Service-Signature) or `standard` (Standard Webhooks)",
+                    "`webhook-signature`) or `standard-ed25519` (the same headers, signed with "
+                    "an Ed25519 key pair the service keeps: `public_key` verifies). Changing it "
+                    "gives the subscription a new secret of that scheme's format (or a new key "
+                    "pair)",
+        shown_description="`service` (X-Service-Signature), `standard` (Standard Webhooks) or "
+                          "`standard-ed25519` (Standard Webhooks, Ed25519)",
         details="""`service` is the `X-<service>-Signature` header (docs/events.md);
             `standard` is Standard Webhooks (https://www.standardwebhooks.com/):
             `webhook-id` (the event id), `webhook-timestamp` (unix seconds) and
@@ -193,6 +196,14 @@ OPTIONS: tuple[Option, ...] = (
             secret of the subscription's scheme. While a rotation is staged a `standard`
             delivery carries two signatures, space-separated (current and next secret); a
             `service` one is signed by the current secret only. Receivers: docs/receivers.md.
+
+            `standard-ed25519` signs with Ed25519 (Standard Webhooks' `v1a`): the service keeps
+            the subscription's private key, and no answer, page or log line shows it; answers
+            show `public_key` (`whpk_` and the standard base64 of its 32 bytes) instead of
+            `secret`, and `next_public_key` while a rotation is staged (both `v1a`
+            signatures are sent meanwhile). `GET /public-keys/<account_id>` serves the
+            account's public keys as a JWKS. A PATCH to or from it gives the subscription a
+            new key pair, or a new secret, exactly as a change between the other two.
             The names `webhook-id`, `webhook-timestamp` and `webhook-signature` are reserved
             (`reserved_header`) in `headers`.""",
     ),
