@@ -9,6 +9,11 @@ and ``redis2`` (Redis primary and replica), ``sent1``..``sent3`` (Sentinels),
 cluster/emitter.py), and ``ctl``, from where the set-up, the drain and the
 checker reach the cluster. Everything is torn down at the end, also on
 Ctrl-C or SIGTERM.
+
+``cpu_hog`` (``python -m cluster --cpu-hog``) adds a loaded machine: ``stress-ng
+--cpu N`` spins N processes beside the cluster from the start of the load to
+the teardown (the drain and the check included), as another engineer's work
+would on a shared machine.
 """
 
 from __future__ import annotations
@@ -199,6 +204,15 @@ class Cluster:
                 [sys.executable, "-m", "cluster.emitter", name, str(rate), str(seconds),
                  str(self.run_dir / "logs" / f"{name}.jsonl"), webs], env=env, cwd=ROOT)
 
+    def start_cpu_hog(self, cpus: int) -> None:
+        """``stress-ng --cpu cpus`` (each a process spinning on arithmetic), in the control
+        host's namespace so that the teardown stops it with the rest."""
+        self.processes.start("cpu-hog", self.host("ctl"),
+                             ["stress-ng", "--cpu", str(cpus), "--quiet"],
+                             env={"PATH": os.environ["PATH"]})
+        self.log(f"cluster: CPU hog: stress-ng --cpu {cpus} beside the cluster until the "
+                 f"teardown")
+
     def wait_for_emitters(self, timeout: float) -> None:
         for name in ("emit1", "emit2"):
             self.processes.running[name].popen.wait(timeout=timeout)
@@ -276,20 +290,28 @@ def clean_leftovers(log=print) -> None:
 
 
 def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
-        run_dir: Path | None = None, log=print) -> tuple[checker.Verdict, dict]:
-    """The whole scenario; returns the verdict and the figures. Tears down on any exit."""
+        run_dir: Path | None = None, cpu_hog: int = 0,
+        log=print) -> tuple[checker.Verdict, dict]:
+    """The whole scenario; returns the verdict and the figures. Tears down on any exit.
+
+    ``cpu_hog``: CPUs to keep busy from the load's start to the teardown (0: none).
+    """
     clean_leftovers(log)
     run_dir = run_dir or Path(tempfile.mkdtemp(prefix="webhooks-cluster-"))
     run_dir.chmod(0o755)
     with _teardown_on_signals(), Cluster(run_dir, log) as cluster:
         cluster.up()
+        if cpu_hog:
+            cluster.start_cpu_hog(cpu_hog)
         load_started = time.time()
         cluster.start_emitters(rate, load_seconds)
         windows = run_schedule(cluster, faults, time.monotonic(), log)
         cluster.wait_for_emitters(timeout=load_seconds + 300)
         load_ended = time.time()
+        load_average = "/".join(f"{figure:.1f}" for figure in os.getloadavg())
         drained = cluster.drain(drain_timeout)
-        log(f"cluster: load over, drained in {drained:.0f} s")
+        log(f"cluster: load over (load average {load_average} over 1/5/15 min), drained in "
+            f"{drained:.0f} s")
         verdict = cluster.check(windows, (load_started, load_ended))
         received = checker.read_lines(sorted((run_dir / "logs").glob("recv*.jsonl")))
         emitted = checker.read_lines(sorted((run_dir / "logs").glob("emit*.jsonl")))

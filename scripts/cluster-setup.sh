@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the cluster (make cluster, tests/cluster/) needs beyond
 # PostgreSQL 15 and Redis: nftables (the partitions), faketime (the skewed clock),
-# iproute2 (ip netns); with --guides also nginx (below). Idempotent: does nothing when
+# iproute2 (ip netns), stress-ng (the CPU hog of `python -m cluster --cpu-hog`); with
+# --guides also nginx (below). Idempotent: does nothing when
 # they are all there. Needs root (the cluster itself does too); as another user it says
 # so and exits 0, and the cluster's test then skips (or fails under CI) naming what is missing.
 set -euo pipefail
@@ -10,6 +11,7 @@ missing=()
 command -v nft >/dev/null 2>&1 || missing+=(nftables)
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
 # --guides (make guides): nginx and its stream module, which docs/deploy.md installs on the
 # web hosts and the balancer (Debian's policy-rc.d, or no systemd, keeps it from starting here).
 if [ "${1:-}" = --guides ]; then
