@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     parser.add_argument("--faults", help="comma-separated fault names (default: all)")
     parser.add_argument("--seconds", type=float, help="seconds of load")
     parser.add_argument("--rate", type=float, help="events a second from each emitter")
-    parser.add_argument("--cpu-hog", type=int, nargs="?", const=os.cpu_count() or 1, default=0,
-                        metavar="N", help="stress-ng --cpu N beside the cluster, from the "
-                        "load's start to the end (N: every CPU of the machine if not given)")
+    parser.add_argument("--cpu-hog", type=int, nargs="?", const=4 * (os.cpu_count() or 1),
+                        default=0, metavar="N", help="N processes spinning (stress-ng) beside "
+                        "the cluster, from the load's start to the end (default N: 4 per CPU)")
     args = parser.parse_args(argv)
     if args.cpu_hog and shutil.which("stress-ng") is None:
         print("cluster: --cpu-hog needs stress-ng (bash scripts/cluster-setup.sh installs it)",
@@ -43,7 +43,8 @@ def main(argv=None) -> int:
     rate = args.rate or (2.0 if args.short else 4.0)
     try:
         verdict, figures = run(faults, load_seconds=seconds, rate=rate,
-                               drain_timeout=120 if args.short else 180, cpu_hog=args.cpu_hog,
+                               drain_timeout=120 if args.short else 900,
+                               drain_stall=60 if args.short else 90, cpu_hog=args.cpu_hog,
                                log=lambda line: print(time.strftime("%H:%M:%S "), line,
                                                       sep="", flush=True))
     except KeyboardInterrupt:
