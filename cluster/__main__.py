@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     parser.add_argument("--faults", help="comma-separated fault names (default: all)")
     parser.add_argument("--seconds", type=float, help="seconds of load")
     parser.add_argument("--rate", type=float, help="events a second from each emitter")
-    parser.add_argument("--cpu-hog", type=int, nargs="?", const=4 * (os.cpu_count() or 1),
+    parser.add_argument("--cpu-hog", type=int, nargs="?", const=2 * (os.cpu_count() or 1),
                         default=0, metavar="N", help="N processes spinning (stress-ng) beside "
-                        "the cluster, from the load's start to the end (default N: 4 per CPU)")
+                        "the cluster, from the load's start to the end (default N: 2 per CPU)")
     args = parser.parse_args(argv)
     if args.cpu_hog and shutil.which("stress-ng") is None:
         print("cluster: --cpu-hog needs stress-ng (bash scripts/cluster-setup.sh installs it)",
