@@ -214,6 +214,38 @@ def test_a_late_sweep_still_sweeps_and_a_pile_of_them_sweeps_once(parked, publis
     assert not is_parked(parked)
 
 
+@pytest.fixture
+def queued(any_db, published, monkeypatch):
+    """A delivery whose message is in the queue (published, not yet taken), and its due
+    time; WEBHOOKS_RECOVER_AFTER is 5 s."""
+    from webhooks.config import reset_settings_cache
+    from webhooks.emit import emit_event
+
+    monkeypatch.setenv("WEBHOOKS_RECOVER_AFTER", "5")
+    reset_settings_cache()
+    account_id, _ = make_account()
+    make_subscription(account_id, "https://example.com/hook")
+    delivery_id = emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    published.clear()
+    with session_scope() as session:
+        return delivery_id, session.get(Delivery, delivery_id).next_attempt_at
+
+
+def test_a_late_sweep_judges_lost_messages_by_when_it_was_sent(queued, published,
+                                                               database_clock):
+    """A message published after the sweep's own is still queued behind it, not lost: a
+    late sweep sent it again (every queued one, under load)."""
+    delivery_id, due = queued
+    database_clock.at = due + dt.timedelta(seconds=12)  # 12 s overdue: over recover-after
+    sent_before_it = Slot(SWEEP_TASK, slot_start(due, 5) - dt.timedelta(seconds=5), "late", 5)
+    assert run_sweep(slot=sent_before_it) == 0
+    assert published == []
+    database_clock.at += dt.timedelta(seconds=5)  # the next slot (the late run took this one)
+    next_one = Slot(SWEEP_TASK, slot_start(database_clock.at, 5), "on-time", 5)
+    assert run_sweep(slot=next_one) == 1  # sent after it: it was lost
+    assert [d.delivery_id for d in published] == [delivery_id]
+
+
 def test_a_purge_sent_for_a_slot_another_run_has_deletes_nothing(any_db):
     from tests.test_retention import add_delivery
 
