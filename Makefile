@@ -31,10 +31,11 @@ install: $(BIN)/.installed
 ## under load through the full fault schedule; prints the figures and, last,
 ## `cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F` (docs/reliability.md).
 ## CLUSTER_ARGS passes options on: `make cluster CLUSTER_ARGS=--cpu-hog` runs it beside
-## `stress-ng --cpu N` on every CPU (a loaded machine); `python -m cluster --help` lists them.
+## 2 spinning processes per CPU (stress-ng, installed then; a loaded machine);
+## `python -m cluster --help` lists them.
 CLUSTER_ARGS ?=
 cluster: $(BIN)/.installed
-	bash scripts/cluster-setup.sh
+	bash scripts/cluster-setup.sh $(if $(findstring --cpu-hog,$(CLUSTER_ARGS)),--cpu-hog)
 	$(BIN)/python -m cluster $(CLUSTER_ARGS)
 
 .PHONY: guides
@@ -53,9 +54,20 @@ run: $(BIN)/.installed
 	$(BIN)/webhooks db upgrade
 	$(BIN)/webhooks dev
 
+## test-packages: the Debian packages of the tests that would skip without them, installed
+## when missing, as .ci/run does: chromium (the dashboard's browser tests), nftables,
+## faketime and iproute2 (the cluster's short run, the clock tests). Needs root or
+## passwordless sudo; otherwise the scripts say what is missing and those tests skip.
+.PHONY: test-packages
+test-packages:
+	@bash scripts/install-browser.sh
+	@bash scripts/cluster-setup.sh
+
 ## test: the whole test suite (needs the machine's PostgreSQL and Redis; see README).
 ## Two pytest-xdist workers, each with its own test database and Redis db: most tests wait on I/O.
-test: $(BIN)/.installed-test
+## `make test TEST_PACKAGES=` skips test-packages.
+TEST_PACKAGES ?= test-packages
+test: $(BIN)/.installed-test $(TEST_PACKAGES)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 ## test-fast: the tier that needs no server (SQLite, fake senders, local sockets); seconds.

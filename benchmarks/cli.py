@@ -103,6 +103,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _database_url() -> str:
+    """WEBHOOKS_DATABASE_URL as the service takes it (postgresql:// through psycopg2), or the
+    service's one-line refusal."""
+    from webhooks.config.values import supported_database_url
+    from webhooks.errors import ConfigError
+
+    try:
+        return supported_database_url(os.environ["WEBHOOKS_DATABASE_URL"], "WEBHOOKS_DATABASE_URL")
+    except ConfigError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
 def build_options(args: argparse.Namespace):
     from .context import FULL, QUICK, Options, PoolConfig, procfile_pool, replace_sizes
 
@@ -120,7 +132,7 @@ def build_options(args: argparse.Namespace):
         purge_pace=_pace(args.purge_pace), realistic_mix_ms=_mix(args.delay_mix),
     )
     return Options(
-        database_url=os.environ["WEBHOOKS_DATABASE_URL"],
+        database_url=_database_url(),
         broker_url=os.environ["WEBHOOKS_BROKER_URL"],
         scenarios=[s for s in ALL if s in scenarios],
         repeats=args.repeats or (1 if args.quick else 3),

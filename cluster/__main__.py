@@ -5,7 +5,7 @@ Prints the progress, each fault's figures, and as its last line
 ``cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F``;
 exits 0 only when L and S are 0. Needs root (network namespaces), PostgreSQL
 15's binaries, redis-server, nftables and faketime (scripts/cluster-setup.sh
-installs the Debian packages, stress-ng for ``--cpu-hog`` among them).
+installs the Debian packages; with ``--cpu-hog`` also stress-ng).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def main(argv=None) -> int:
                         "the cluster, from the load's start to the end (default N: 2 per CPU)")
     args = parser.parse_args(argv)
     if args.cpu_hog and shutil.which("stress-ng") is None:
-        print("cluster: --cpu-hog needs stress-ng (bash scripts/cluster-setup.sh installs it)",
-              file=sys.stderr)
+        print("cluster: --cpu-hog needs stress-ng (bash scripts/cluster-setup.sh --cpu-hog "
+              "installs it)", file=sys.stderr)
         return 2
     faults = schedule.SHORT if args.short else schedule.FULL
     if args.faults == "none":

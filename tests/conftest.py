@@ -19,7 +19,7 @@ from sqlalchemy import text  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 
-TABLES = "scheduled_runs, portal_links, dashboard_sessions, ordering_keys, waiting_counts, attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
+TABLES = "oauth2_tokens, scheduled_runs, portal_links, dashboard_sessions, ordering_keys, waiting_counts, attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
 
 # The tiers (README, "Tests"): `--tier fast` keeps the tests that need no server:
 # no PostgreSQL, no Redis, no worker process, no command run as a process of
@@ -46,13 +46,21 @@ def _needs_a_server(item) -> bool:
     return "postgresql" in params.values()  # the PostgreSQL half of a test run on both
 
 
+@pytest.hookimpl(trylast=True)  # after xdist's own, which registers "dsession" on a controller
 def pytest_configure(config):
+    if config.pluginmanager.has_plugin("dsession") and not hasattr(config, "workerinput"):
+        # The xdist controller runs no test: its workers lease their own Redis dbs.
+        services.release_redis_db()
     if config.getoption("--tier") == "fast":
         # A quick signal: fewer generated examples per property (make test runs them all).
         from hypothesis import settings
 
         settings.register_profile("fast", max_examples=25)
         settings.load_profile("fast")
+
+
+def pytest_unconfigure(config):
+    services.release_redis_db()
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -86,13 +94,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """The migrated test database on the real PostgreSQL (created afresh per run)."""
+    """The migrated test database on the real PostgreSQL (created afresh per run; dropped at
+    its end when it is the run's own, tests/support/services.py)."""
     services.check_postgres()
     services.recreate_database()
+    from webhooks.storage.db import dispose_engine
     from webhooks.storage.migrate import upgrade
 
     upgrade(PG_URL)
-    return PG_URL
+    yield PG_URL
+    dispose_engine()
+    services.drop_run_database()
 
 
 @pytest.fixture

@@ -125,7 +125,31 @@ def test_every_command_on_a_fresh_data_folder_says_to_upgrade(tmp_path, args):
     result = run(*args, cwd=tmp_path)
     assert result.returncode == 2, result.stdout
     assert "Traceback" not in result.stderr, result.stderr
-    assert "no schema yet" in result.stderr and "webhooks db upgrade" in result.stderr
+    assert f"the database sqlite:///{_database(tmp_path)} does not exist yet" in result.stderr
+    assert "webhooks db upgrade" in result.stderr
+
+
+@pytest.mark.parametrize("args", DB_COMMANDS, ids=lambda a: a[0])
+def test_a_command_run_from_another_folder_names_the_database_and_makes_none(folder, tmp_path,
+                                                                              args):
+    """The data folder follows the current directory: from elsewhere, `accounts create` made
+    a second, empty database and said only "run `webhooks db upgrade` first", which split the
+    data. Now it names the database it looked for, says why it is not the one with the data,
+    and leaves that folder as it was."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = run(*args, cwd=elsewhere)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: the database sqlite:///{_database(elsewhere)} does not exist "
+                           "yet: run `webhooks db upgrade` first to create it"), line
+    assert "defaults to ./webhooks-data in the folder webhooks is run from" in line
+    assert "WEBHOOKS_DATA_DIR" in line
+    assert list(elsewhere.iterdir()) == []
+    with_data_dir = run(*args, cwd=elsewhere,
+                        extra_env={"WEBHOOKS_DATA_DIR": str(folder / "webhooks-data")})
+    assert "does not exist yet" not in with_data_dir.stderr, with_data_dir.stderr
+    assert "no schema" not in with_data_dir.stderr, with_data_dir.stderr
 
 
 @pytest.mark.parametrize("args", DB_COMMANDS, ids=lambda a: a[0])
@@ -134,6 +158,7 @@ def test_every_command_on_an_older_schema_says_to_upgrade_and_works_after(tmp_pa
     from webhooks.storage.migrate import upgrade
 
     url = f"sqlite:///{_database(tmp_path)}"
+    _database(tmp_path).parent.mkdir()  # that folder's data folder (this process's is another)
     upgrade(url, "0002")
     dispose_engine()
     result = run(*args, cwd=tmp_path)

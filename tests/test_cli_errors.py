@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import socket
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -216,5 +217,52 @@ def test_db_upgrade_from_an_older_revision_names_both(fresh_database):
 
 
 def test_db_purge_on_a_database_without_schema_says_to_upgrade(fresh_database):
+    Path(fresh_database.removeprefix("sqlite:///")).touch()  # an empty file: a database, no schema
     [line] = refused(CliRunner().invoke(main, ["db", "purge"]))
-    assert line == "the database has no schema yet: run `webhooks db upgrade` first"
+    assert line == (f"the database {fresh_database} has no schema yet: run `webhooks db upgrade` "
+                    "first")
+
+
+# ------------------------------------------------------- database URLs (issue 36, items 12, 13)
+
+
+def _with_database_url(monkeypatch, url: str) -> None:
+    from webhooks.config import reset_settings_cache
+
+    monkeypatch.setenv("WEBHOOKS_DATABASE_URL", url)
+    reset_settings_cache()
+
+
+@pytest.mark.parametrize("args", [("db", "upgrade"), ("accounts", "create", "Acme"),
+                                  ("db", "purge")], ids=" ".join)
+@pytest.mark.parametrize("url", ["mysql://app:s3cret@db/webhooks", "junk"])
+def test_an_unsupported_database_url_is_one_line_naming_the_supported_ones(monkeypatch, url, args):
+    _with_database_url(monkeypatch, url)
+    [line] = refused(CliRunner().invoke(main, list(args)))
+    assert line.startswith("WEBHOOKS_DATABASE_URL must be a PostgreSQL URL (postgresql://, "
+                           "postgres:// or postgresql+psycopg2://"), line
+    assert "sqlite:///" in line and "s3cret" not in line
+
+
+@pytest.mark.parametrize("args", [("db", "upgrade"), ("accounts", "create", "Acme")], ids=" ".join)
+def test_a_sqlite_file_in_a_folder_that_does_not_exist_is_refused_and_nothing_made(
+        tmp_path, monkeypatch, args):
+    """It used to make the folders (as root, under /nonexistent) and an empty database."""
+    missing = tmp_path / "nonexistent" / "dir"
+    _with_database_url(monkeypatch, f"sqlite:///{missing / 'x.db'}")
+    [line] = refused(CliRunner().invoke(main, list(args)))
+    assert line.startswith(f"WEBHOOKS_DATABASE_URL names the SQLite file {missing / 'x.db'}, "
+                           f"whose folder {missing} does not exist"), line
+    assert not (tmp_path / "nonexistent").exists()
+
+
+def test_a_sqlite_file_that_does_not_exist_yet_is_not_made_by_a_command_that_needs_a_schema(
+        tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    _with_database_url(monkeypatch, url)
+    [line] = refused(CliRunner().invoke(main, ["accounts", "create", "Acme"]))
+    assert line == (f"the database {url} does not exist yet: run `webhooks db upgrade` first to "
+                    "create it")
+    assert list(tmp_path.iterdir()) == []
+    assert CliRunner().invoke(main, ["db", "upgrade"]).exit_code == 0  # upgrade makes it
+    assert (tmp_path / "x.db").exists()

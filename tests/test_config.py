@@ -181,3 +181,50 @@ def test_every_number_variable_has_its_unit():
     source = inspect.getsource(config) + inspect.getsource(config_values)
     numbers = set(re.findall(r'positive_number\(\s*env, "(WEBHOOKS_[A-Z_]+)"', source))
     assert numbers and numbers <= set(config_values.UNITS), numbers - set(config_values.UNITS)
+
+
+# ---------------------------------------------------------------- database URLs (issue 36, item 12)
+
+SUPPORTED_FORMS = ("postgresql://", "postgres://", "postgresql+psycopg2://", "sqlite:///")
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgres", "POSTGRESQL", "postgresql+psycopg2"])
+def test_every_plain_postgresql_url_goes_through_the_installed_driver(scheme):
+    """A bare postgresql:// made SQLAlchemy 2.1 load psycopg 3, which is not installed
+    (ModuleNotFoundError); postgres:// named no dialect at all."""
+    primary, replica = f"{scheme}://app:pw@db/webhooks", f"{scheme}://app:pw@replica/webhooks"
+    settings = load_settings({"WEBHOOKS_DATABASE_URL": primary,
+                              "WEBHOOKS_READ_DATABASE_URL": replica})
+    assert settings.database_url == "postgresql+psycopg2://app:pw@db/webhooks"
+    assert settings.read_database_url == "postgresql+psycopg2://app:pw@replica/webhooks"
+
+
+def test_the_mapped_url_builds_an_engine_with_psycopg2():
+    from sqlalchemy import create_engine
+
+    url = load_settings({"WEBHOOKS_DATABASE_URL": "postgresql://app@db/webhooks"}).database_url
+    engine = create_engine(url)
+    assert engine.dialect.driver == "psycopg2"
+    engine.dispose()
+
+
+@pytest.mark.parametrize("value, got", [
+    ("mysql://app:s3cret@db/webhooks", "got a mysql:// URL"),
+    ("postgresql+psycopg://app:s3cret@db/webhooks", "got a postgresql+psycopg:// URL"),
+    ("app:s3cret@db/webhooks", "got a value that is not a URL"),
+    ("junk", "got a value that is not a URL"),
+    ("postgresql://app:s3cret@db:port/webhooks", "got a malformed postgresql:// URL"),
+])
+def test_an_unsupported_database_url_is_one_line_naming_what_is_supported(value, got):
+    with pytest.raises(ConfigError) as error:
+        load_settings({"WEBHOOKS_DATABASE_URL": value})
+    message = str(error.value)
+    assert message.startswith("WEBHOOKS_DATABASE_URL must be") and got in message, message
+    assert all(form.rstrip("/") in message for form in SUPPORTED_FORMS), message
+    assert "\n" not in message and "s3cret" not in message
+
+
+def test_an_in_memory_sqlite_database_is_refused():
+    """Every process and connection would get a new, empty database."""
+    with pytest.raises(ConfigError, match="must name a SQLite file"):
+        load_settings({"WEBHOOKS_DATABASE_URL": "sqlite://"})

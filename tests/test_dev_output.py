@@ -6,11 +6,18 @@ tests/test_readme_walkthrough.py; these check each quieting on its own, fast.
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import os
+import subprocess
+import sys
 
 import pytest
 
+from tests.support.devprocess import ROOT
 from webhooks.cli.devserver import ROOT_WARNING, process_specs, quiet_warnings
+from webhooks.cli.supervisor import Supervisor
 from webhooks.config.logs import RoutineToDebug
 
 
@@ -72,7 +79,40 @@ def test_the_file_broker_connects_without_kombus_hostname_warning(tmp_path, capl
         shown = connection.as_uri()
         connection.clone().info()
     assert caplog.records == []
-    assert shown == "webhooks.broker.filebroker:Transport://:**@localhost//"
+    # Not kombu's "webhooks.broker.filebroker:Transport://:**@localhost//", whose mask (a
+    # password a folder does not have) the worker's JSON log showed as ":[redacted]@".
+    assert shown == "filesystem://"
+
+
+@pytest.mark.process
+def test_the_worker_names_the_file_broker_without_a_masked_password(tmp_path):
+    """What the worker logs on connecting ("Connected to ...") and prints in its banner."""
+    script = ("import logging, sys; from webhooks.broker.celery_app import get_app; "
+              "from webhooks.config.logs import JsonFormatter; "
+              "uri = get_app().connection_for_write().as_uri(); "
+              "record = logging.LogRecord('celery', 20, '', 0, 'Connected to %s', (uri,), None); "
+              "print(JsonFormatter().format(record))")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")},
+           "WEBHOOKS_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    assert json.loads(out)["message"] == "Connected to filesystem://"
+
+
+@pytest.mark.process
+def test_the_supervisor_drops_blank_lines_of_its_children():
+    """Celery writes a blank line before "worker: Warm shutdown (MainProcess)": alone behind
+    its prefix it was a bare ``worker |`` line at every stop."""
+    out = io.StringIO()
+    child = [sys.executable, "-c", "print('before'); print(); print('   '); print('after')"]
+    supervisor = Supervisor([("worker", child)], env=dict(os.environ), grace=10, out=out)
+    supervisor.start()
+    [started] = supervisor.children
+    started.process.wait(60)
+    started.reader.join(60)
+    shown = [line.split(" | ", 1)[1] if " | " in line else line
+             for line in out.getvalue().splitlines()[1:]]  # after "worker started (pid …)"
+    assert shown == ["before", "after"], out.getvalue()
 
 
 def _args(specs) -> dict[str, list[str]]:

@@ -37,9 +37,12 @@ def procfile_web_command() -> str:
 def server(db, redis_broker, tmp_path):
     """The Procfile's web process on a free port; its base (host, port)."""
     port = free_port()
+    # XDG_RUNTIME_DIR: where gunicorn >= 25 puts its control socket unless told not to
+    # (~/.gunicorn/gunicorn.ctl otherwise), which two runs at once would fight over.
     env = clean_env(PORT=str(port), WEBHOOKS_DATABASE_URL=PG_URL, WEBHOOKS_BROKER_URL=REDIS_URL,
                     WEBHOOKS_DATA_DIR=str(tmp_path / "data"),
-                    WEBHOOKS_SECRET_KEY=secrets.token_urlsafe(48))
+                    WEBHOOKS_SECRET_KEY=secrets.token_urlsafe(48),
+                    XDG_RUNTIME_DIR=str(tmp_path))
     processes = Processes(tmp_path)
     processes.start(["sh", "-c", procfile_web_command()], cwd=ROOT, env=env, name="web")
     try:

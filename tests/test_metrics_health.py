@@ -116,7 +116,8 @@ def test_the_token_is_compared_in_constant_time(token_client, monkeypatch):
     assert compared == [(b"not-it", TOKEN.encode())]
 
 
-def test_metrics_stay_open_without_a_token(client):
+def test_metrics_answer_this_host_without_a_token(client):
+    """Other clients get 403 (tests/test_metrics_access.py)."""
     assert client.get("/metrics").status_code == 200
 
 

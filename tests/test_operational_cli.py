@@ -8,7 +8,10 @@ import json
 import pytest
 from sqlalchemy import func, select
 
+from click.testing import CliRunner
+
 from tests.operational_helpers import add_endpoint, cli
+from webhooks.cli import main
 from webhooks.errors import InvalidEvent
 from webhooks.operational.catalogue import OPERATIONAL_TYPES
 from webhooks.operational.operator import OPERATOR_ACCOUNT_ID
@@ -130,3 +133,49 @@ def test_emit_event_refuses_the_operator_account(operator_db):
         emit_event(OPERATOR_ACCOUNT_ID, "email.sent", {})
     result = cli("emit", OPERATOR_ACCOUNT_ID, "test.ping", "--data", "{}")
     assert result.exit_code == 2 and "operator account" in result.output
+
+
+def test_add_takes_a_client_certificate_and_oauth2_and_shows_neither_key_nor_secret(
+        operator_db, tmp_path, monkeypatch):
+    import trustme
+
+    leaf = trustme.CA().issue_cert("operator-client.example.com")
+    certificate, key = tmp_path / "client.pem", tmp_path / "client.key"
+    certificate.write_text("".join(b.bytes().decode() for b in leaf.cert_chain_pems))
+    key.write_text(leaf.private_key_pem.bytes().decode())
+    monkeypatch.setenv("WEBHOOKS_OAUTH2_CLIENT_SECRET", "cli-secret-Kq2-not-printed")
+
+    result = cli("operational", "add", "https://ops.example.com/notices",
+                 "--client-certificate", str(certificate), "--client-key", str(key),
+                 "--oauth2-token-url", "https://id.example.com/token",
+                 "--oauth2-client-id", "ops", "--oauth2-scope", "notices")
+
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    assert set(shown["client_certificate"]) == {"fingerprint_sha256", "subject", "not_after"}
+    assert shown["oauth2"] == {"token_url": "https://id.example.com/token", "client_id": "ops",
+                               "scope": "notices"}
+    assert "cli-secret-Kq2-not-printed" not in result.output
+    assert "PRIVATE KEY" not in result.output
+    with session_scope() as session:
+        stored = session.get(Subscription, shown["id"])
+        assert stored.oauth2["client_secret"] == "cli-secret-Kq2-not-printed"
+        assert stored.client_certificate["private_key"] == key.read_text()
+
+
+def test_add_refuses_a_certificate_for_an_http_endpoint_and_stores_nothing(operator_db, tmp_path):
+    import trustme
+
+    leaf = trustme.CA().issue_cert("operator-client.example.com")
+    certificate, key = tmp_path / "client.pem", tmp_path / "client.key"
+    leaf.cert_chain_pems[0].write_to_path(str(certificate))
+    leaf.private_key_pem.write_to_path(str(key))
+    before = rows()
+
+    result = CliRunner().invoke(main, ["operational", "add", "http://ops.example.com/notices",
+                                       "--client-certificate", str(certificate),
+                                       "--client-key", str(key)])
+
+    assert result.exit_code == 2
+    assert "client_certificate needs an https endpoint" in result.output
+    assert rows() == before

@@ -173,3 +173,33 @@ def _app_with_replica(monkeypatch, db):
     monkeypatch.setenv("WEBHOOKS_READ_DATABASE_URL", f"{db}{'&' if '?' in db else '?'}{READ_ONLY}")
     reset_settings_cache()
     return create_app({"TESTING": True}).test_client()
+
+
+def test_a_replica_given_as_a_bare_postgresql_url_is_read(db, redis_broker, alice, statements,
+                                                          monkeypatch):
+    """The README calls it "a postgresql:// URL"; given so, the probe thread died on `import
+    psycopg` (psycopg 3, not installed) and the replica was silently never read (issue 36)."""
+    from web import replica
+
+    monkeypatch.setattr(replica, "_probes", {})
+    bare = db.replace("postgresql+psycopg2://", "postgresql://")
+    client = _app_with_replica(monkeypatch, bare)
+    assert client.get(SUBSCRIPTIONS, headers=alice.headers).status_code == 200
+    assert _where(statements, "") == {"replica"}
+
+
+def test_the_probe_outlives_a_replica_it_cannot_even_connect_to(caplog):
+    """An engine that cannot be built (a driver that is not installed) is one more failed
+    probe, logged once, without the URL's password; the thread keeps probing and reads
+    stay on the primary. It used to end the thread before its first answer."""
+    import logging
+
+    from web import replica
+
+    with caplog.at_level(logging.WARNING, logger="web.replica"):
+        probe = replica._Probe("mysql://app:s3cret@replica.internal/webhooks")
+        assert probe.first.wait(30), "the probe thread died before its first answer"
+    assert not probe.usable(max_lag=10)
+    [record] = [r for r in caplog.records if r.name == "web.replica"]
+    assert "does not answer" in record.getMessage() and "s3cret" not in record.getMessage()
+    assert probe.thread.is_alive()

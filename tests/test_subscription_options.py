@@ -36,7 +36,8 @@ def test_create_and_change_take_the_editable_options_stored_as_given():
     assert {"max_in_flight", "rate_limit"} <= set(SETTABLE)
     assert "in_flight_limit" not in SETTABLE  # read-only
     assert "signature_scheme" not in SETTABLE  # applied with a new secret (services)
-    assert set(changes.SETTINGS) == {"event_types", "description", "headers", *SETTABLE}
+    assert set(changes.SETTINGS) == {"event_types", "description", "headers", *SETTABLE,
+                                     "client_certificate", "oauth2"}
 
 
 def test_the_claim_loads_every_claimed_option_by_name():

@@ -7,7 +7,7 @@ from flask import Flask
 from webhooks.config import get_settings
 from webhooks.config.logs import configure_logging
 
-from . import body_limit, health, metrics, ratelimit, security, transaction
+from . import access_log, body_limit, health, metrics, ratelimit, security, transaction
 from .api import register_api
 from .dashboard import bp as dashboard_bp
 from .dashboard import register_dashboard
@@ -50,8 +50,10 @@ def create_app(config: dict | None = None) -> Flask:
     # Operations and the dashboard (README, "Operations"): /healthz, /metrics, /dashboard/,
     # and JSON log lines (webhooks/config/logs.py) outside tests.
     app.register_blueprint(health.bp)
-    app.register_blueprint(metrics.bp)
+    metrics.init_app(app)  # who may scrape: web/metrics_access.py
     register_dashboard(app)
     if not app.testing:
         configure_logging()
+    # Portal links' tokens stay out of gunicorn's access and error logs (web/access_log.py).
+    access_log.install()
     return app

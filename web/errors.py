@@ -17,7 +17,7 @@ from flask import Flask, Response, current_app, jsonify
 from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
-from webhooks.errors import Conflict, InvalidEvent, NotFound
+from webhooks.errors import Conflict, InvalidCredential, InvalidEvent, NotFound
 
 __all__ = [
     "ApiError", "error_response", "register_error_handlers", "too_many_requests",
@@ -133,6 +133,12 @@ def register_error_handlers(app: Flask) -> None:
     @app.errorhandler(NotFound)
     def _not_found(error: NotFound):
         return error_response(404, "not_found", _sentence(str(error)))
+
+    @app.errorhandler(InvalidCredential)
+    def _invalid_credential(error: InvalidCredential):
+        # Its message starts with the field's name (client_certificate.private_key): as it is.
+        message = str(error).rstrip(".") + "."
+        return error_response(400, error.code, message)
 
     @app.errorhandler(Conflict)
     def _conflict(error: Conflict):

@@ -13,8 +13,12 @@ small queries, none of which reads history:
                                           ``paused`` (held while their subscription is paused)
 ``webhooks_queue_lag_seconds``            age of the oldest pending delivery that is due (0 when
                                           none is): how far the workers are behind
-``webhooks_subscriptions``                live (not deleted) subscriptions
+``webhooks_subscriptions``                live (not deleted) subscriptions of the customers
 ``webhooks_subscriptions_paused``         of those, the paused ones
+``webhooks_operational_endpoints``        live operational endpoints (the operator account's
+                                          subscriptions, README "Operational webhooks"),
+                                          counted apart from the customers'
+``webhooks_operational_endpoints_paused`` of those, the paused ones
 ``webhooks_attempts_total{outcome}``      counter: delivery attempts recorded since the
                                           database was created, by outcome: ``success``
                                           (delivery done), ``retry``, ``permanent_failure``
@@ -34,19 +38,20 @@ one row per database connection, whatever the backlog. The queue lag reads
 the first entry of the pending index. So no query of a scrape grows with
 history or with the backlog.
 
-With ``WEBHOOKS_METRICS_TOKEN`` set, a scrape must send ``Authorization:
-Bearer <token>`` (Prometheus: ``authorization: {credentials: <token>}``);
-anything else answers 401. Unset, the endpoint is open, as it always was.
+Who may scrape is web/metrics_access.py's rule: by default clients on this
+host only (403 for others); with ``WEBHOOKS_METRICS_TOKEN`` set, a scrape must
+send ``Authorization: Bearer <token>`` (Prometheus: ``authorization:
+{credentials: <token>}``), else 401; ``WEBHOOKS_METRICS_ALLOWED_NETWORKS``
+lists the networks that may.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hmac
 import itertools
 import logging
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, current_app, request
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from sqlalchemy import func, select
@@ -54,6 +59,7 @@ from sqlalchemy.engine import Connection
 
 from webhooks.storage import clock
 from webhooks.config import get_settings
+from webhooks.operational.operator import OPERATOR_ACCOUNT_ID
 from webhooks.storage import waiting_counts as waiting
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_engine
@@ -62,9 +68,10 @@ from webhooks.storage.models import (AttemptTotal, Delivery, DeliveryStatus, Sub
 from webhooks.storage.rollup import DURATION_BUCKETS_MS
 
 from .errors import ApiError
+from .metrics_access import ScrapeRule, load_scrape_rule
 from .replica import usable as replica_usable
 
-__all__ = ["bp", "DURATION_BUCKETS_S", "DatabaseCollector", "registry"]
+__all__ = ["bp", "DURATION_BUCKETS_S", "DatabaseCollector", "registry", "init_app"]
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +105,19 @@ def _queue_lag(connection: Connection, now: dt.datetime) -> float:
     return max((now - oldest_due).total_seconds(), 0.0)
 
 
-def _subscriptions(connection: Connection) -> dict[str, int]:
+def _subscriptions(connection: Connection) -> dict[str, dict[str, int]]:
+    """Live subscriptions by status, ``customers`` apart from the operator account's
+    ``operational`` endpoints: a customer's pause must not look like the operator's."""
+    operational = (Subscription.account_id == OPERATOR_ACCOUNT_ID).label("operational")
     rows = connection.execute(
-        select(Subscription.status, func.count())
+        select(operational, Subscription.status, func.count())
         .where(Subscription.deleted_at.is_(None))
-        .group_by(Subscription.status)
+        .group_by(operational, Subscription.status)
     )
-    return {status: count for status, count in rows}
+    counts: dict[str, dict[str, int]] = {"customers": {}, "operational": {}}
+    for is_operational, status, count in rows:
+        counts["operational" if is_operational else "customers"][status] = count
+    return counts
 
 
 def _attempt_totals(connection: Connection) -> dict[str, tuple[int, int, list[int]]]:
@@ -175,15 +188,27 @@ class DatabaseCollector:
             value=snapshot["lag"],
         )
 
-        subscriptions = snapshot["subscriptions"]
+        subscriptions = snapshot["subscriptions"]["customers"]
+        operational = snapshot["subscriptions"]["operational"]
         yield GaugeMetricFamily(
-            "webhooks_subscriptions", "Live (not deleted) subscriptions",
+            "webhooks_subscriptions", "Live (not deleted) subscriptions of the customers",
             value=sum(subscriptions.values()),
         )
         yield GaugeMetricFamily(
             "webhooks_subscriptions_paused",
-            "Subscriptions paused after consecutive failures, waiting to be resumed",
+            "Customers' subscriptions paused (by failures, a 410 or by hand), waiting to be "
+            "resumed",
             value=subscriptions.get(SubscriptionStatus.PAUSED.value, 0),
+        )
+        yield GaugeMetricFamily(
+            "webhooks_operational_endpoints",
+            "Live operational endpoints (the operator's own, apart from the customers')",
+            value=sum(operational.values()),
+        )
+        yield GaugeMetricFamily(
+            "webhooks_operational_endpoints_paused",
+            "Operational endpoints paused, waiting for webhooks operational resume",
+            value=operational.get(SubscriptionStatus.PAUSED.value, 0),
         )
 
         attempts = snapshot["attempts"]
@@ -221,25 +246,25 @@ registry.register(DatabaseCollector())
 
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="metrics"'}
+_RULE = "metrics_scrape_rule"
 
 
-def _scraper_allowed() -> bool:
-    """True when no token is configured, or the request's bearer token is it (constant time)."""
-    token = get_settings().metrics_token
-    if token is None:
-        return True
-    scheme, _, given = request.headers.get("Authorization", "").strip().partition(" ")
-    given_bytes = given.strip().encode("utf-8", "surrogateescape")
-    # compare_digest takes as long for a wrong token as for a right one of the same length.
-    return scheme.lower() == "bearer" and hmac.compare_digest(given_bytes, token.encode("ascii"))
+def init_app(app) -> None:
+    """Read who may scrape (WEBHOOKS_METRICS_ALLOWED_NETWORKS) now, and serve /metrics."""
+    app.extensions[_RULE] = load_scrape_rule()
+    app.register_blueprint(bp)
 
 
 @bp.get("/metrics")
 def metrics() -> Response:
-    if not _scraper_allowed():
-        raise ApiError(401, "unauthorized",
-                       "A metrics token is required: send 'Authorization: Bearer <token>'.",
-                       _CHALLENGE)
+    rule: ScrapeRule = current_app.extensions[_RULE]
+    refusal = rule.refusal(request.remote_addr, request.headers.get("Authorization", ""),
+                           get_settings().metrics_token)
+    if refusal is not None:
+        if refusal.status == 401:
+            raise ApiError(401, "unauthorized", refusal.message, _CHALLENGE)
+        log.info("metrics: scrape refused to a client not allowed to scrape")
+        raise ApiError(403, "forbidden", refusal.message)
     response = Response(generate_latest(registry), status=200)
     response.headers["Content-Type"] = CONTENT_TYPE
     response.headers["Cache-Control"] = "no-store"

@@ -22,6 +22,7 @@ import time
 from sqlalchemy import create_engine, text
 
 from webhooks.config import get_settings
+from webhooks.config.logs import redact
 
 __all__ = ["usable", "PROBE_EVERY_S", "STALE_AFTER_S"]
 
@@ -47,13 +48,19 @@ class _Probe:
         self.answered_at = float("-inf")  # monotonic time of the last answer
         self.lag = float("inf")
         self.first = threading.Event()
-        threading.Thread(target=self._run, name="replica-probe", daemon=True).start()
+        self.thread = threading.Thread(target=self._run, name="replica-probe", daemon=True)
+        self.thread.start()
 
     def _run(self) -> None:
-        engine = create_engine(self.url, pool_size=1, max_overflow=0, pool_pre_ping=False)
+        """Probe until the process ends. Nothing may end this thread: a probe that died
+        (an engine that could not even be built, say) would leave the replica unread,
+        silently, for the life of the process; here every failure is logged and tried again."""
+        engine = None
         failing = False
         while True:
             try:
+                engine = engine or create_engine(self.url, pool_size=1, max_overflow=0,
+                                                 pool_pre_ping=False)
                 with engine.connect() as connection:
                     self.lag = float(connection.execute(LAG_QUERY).scalar_one())
                 self.answered_at = time.monotonic()
@@ -62,16 +69,23 @@ class _Probe:
                 failing = False
             except Exception as error:  # noqa: BLE001 - the answer goes stale: reads move
                 if not failing:  # once per outage, not once a second
-                    log.warning("the read replica does not answer (%s): reading the primary",
-                                type(error).__name__)
+                    log.warning("the read replica does not answer (%s: %s): reading the primary",
+                                type(error).__name__, _first_line(error))
                 failing = True
-                engine.dispose()
+                if engine is not None:
+                    engine.dispose()
             self.first.set()
             time.sleep(PROBE_EVERY_S)
 
     def usable(self, max_lag: float) -> bool:
         fresh = time.monotonic() - self.answered_at <= STALE_AFTER_S
         return fresh and self.lag <= max_lag
+
+
+def _first_line(error: Exception) -> str:
+    """The first line of ``error``'s text, without URL passwords (the JSON log masks them too)."""
+    lines = str(getattr(error, "orig", None) or error).strip().splitlines()
+    return redact(lines[0]) if lines else ""
 
 
 _lock = threading.Lock()

@@ -24,7 +24,10 @@ from __future__ import annotations
 import json
 
 from gunicorn import util
+from gunicorn.errors import AppImportError
 from gunicorn.workers.gthread import ThreadWorker
+
+from webhooks.errors import ConfigError
 
 __all__ = ["JsonErrorWorker", "error_answer"]
 
@@ -90,7 +93,17 @@ class _Captured:
 
 
 class JsonErrorWorker(ThreadWorker):
-    """gunicorn's gthread worker whose own error answers are the API's JSON error shape."""
+    """gunicorn's gthread worker whose own error answers are the API's JSON error shape,
+    and which stops on a malformed setting with one line, not a traceback."""
+
+    def load_wsgi(self):
+        """Build the app; a WEBHOOKS_* variable it cannot use (ConfigError) becomes gunicorn's
+        AppImportError, which gunicorn prints as one line before it stops ("App failed to
+        load"), where any other exception prints a traceback and boots the worker again."""
+        try:
+            super().load_wsgi()
+        except ConfigError as error:
+            raise AppImportError(f"error: {error}") from None
 
     def handle_error(self, req, client, addr, exc):
         captured = _Captured()

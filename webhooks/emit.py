@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import threading
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
 from webhooks.storage.emit_statement import store_in_one_statement, store_many_in_one_statement
+from webhooks.storage.migrate import schema_errors
 from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id
 
 __all__ = ["emit_event", "emit_events", "send_test", "EmittedEvent", "store_checked"]
@@ -260,12 +262,30 @@ def store_checked(connection: Connection, account_id: str, event_type: str, data
 # --- end of operational notices ----------------------------------------------------
 
 
+def _names_a_missing_schema(emit):
+    """``emit`` (emit_event, emit_events), raising SchemaNotReady naming the database when
+    it fails for want of a migrated schema, as the CLI does, instead of the raw SQL error
+    (``no such table: accounts``). Nothing is checked before: the check runs only once a
+    statement failed (webhooks/storage/migrate.py, ``schema_errors``)."""
+
+    @functools.wraps(emit)
+    def emit_on_a_migrated_database(*args, **kwargs):
+        session = kwargs.get("session")
+        with schema_errors(session.get_bind().engine if session is not None else None):
+            return emit(*args, **kwargs)
+
+    return emit_on_a_migrated_database
+
+
+@_names_a_missing_schema
 def emit_event(account_id, event_type, data, *, idempotency_key=None, session=None,
                ordering_key=None) -> EmittedEvent:
     """Emit one event to every subscription of the account that wants its type.
 
     Raises InvalidEvent (a ValueError) for an unknown type or bad data, and
-    NotFound for an unknown account; nothing is stored then. The same
+    NotFound for an unknown account; nothing is stored then. On a database
+    that ``webhooks db upgrade`` has not migrated to this version, it raises
+    SchemaNotReady naming the database. The same
     ``idempotency_key`` returns the first event again (``duplicate=True``) and
     creates no deliveries.
 
@@ -298,6 +318,7 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
     return emitted
 
 
+@_names_a_missing_schema
 def emit_events(account_id, events, *, session=None) -> list[str]:
     """Emit many events together (CONTRACT 9.5); their ids, in the order given.
 

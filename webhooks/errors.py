@@ -9,6 +9,8 @@
      ├── NotFound             an object does not exist or belongs to another account
      ├── Conflict             a state transition that the object's state does not allow
      ├── InvalidWindow        (also ValueError) a time window that cannot be used (recover)
+     ├── InvalidCredential    (also ValueError) a client certificate or OAuth2 setting that
+     │                        cannot be used; ``code`` names the field (API: 400 with it)
      └── TransportError       one delivery attempt could not get a response (raised and
           │                   caught inside webhooks.sender.post; recorded as the attempt's error)
           ├── DestinationRefused  the endpoint resolves to an address the guard refuses
@@ -28,6 +30,7 @@ __all__ = [
     "NotFound",
     "Conflict",
     "InvalidWindow",
+    "InvalidCredential",
     "TransportError",
     "DestinationRefused",
     "AttemptTimeout",
@@ -83,3 +86,13 @@ class DestinationRefused(TransportError):
 
 class AttemptTimeout(TransportError):
     """The attempt did not complete within its deadline (WEBHOOKS_TIMEOUT seconds)."""
+
+
+class InvalidCredential(WebhooksError, ValueError):
+    """A subscription's ``client_certificate`` or ``oauth2`` cannot be used (CONTRACT 10.3):
+    ``code`` is the API's error code (``invalid_client_certificate``, ``invalid_oauth2``),
+    the message names the field and never quotes a key or a secret."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code

@@ -2,13 +2,29 @@
 
 import logging
 import os
+import sys
 
 from celery.signals import celeryd_after_setup, setup_logging
 
 from webhooks.broker.celery_app import COUNTDOWN_QUEUE, MAINTENANCE_QUEUE, get_app
+from webhooks.config import get_settings
 from webhooks.config.logs import RoutineToDebug, configure_logging
+from webhooks.errors import ConfigError
 
-from . import tasks  # noqa: F401  (registers the tasks on the app)
+
+def _settings_or_exit() -> None:
+    """A WEBHOOKS_* variable the worker cannot use stops it with one ``error:`` line (exit
+    status 1), as the CLI and the web process do: read while Celery imports this module,
+    the settings' ConfigError was a traceback through Celery's loader."""
+    try:
+        get_settings()
+    except ConfigError as error:
+        sys.exit(f"error: {error}")
+
+
+_settings_or_exit()
+
+from . import tasks  # noqa: E402,F401  (registers the tasks on the app)
 
 app = get_app()  # `celery -A worker` finds the app here
 

@@ -1,6 +1,6 @@
 """docs/upgrade.md, followed on the deployment of deploy.md: from release 0.1.0 (this
-repository before migrations 0015 and 0016, schema 0014) to 0.2.0 (this checkout,
-schema 0016), under a steady stream of events, then back.
+repository before migrations 0015 and 0016, schema 0014) to 0.2.0 (this checkout, at
+its newest revision, ``NEW_SCHEMA``), under a steady stream of events, then back.
 
 The app host emits 4 events a second throughout (cluster/emitter.py, with the
 app's own 0.1.0 package) and reads the API's deliveries list through the
@@ -18,6 +18,8 @@ import signal
 import sys
 import time
 
+from alembic.script import ScriptDirectory
+
 from .. import checker
 from ..processes import _descendants
 from ..services import ROOT
@@ -32,6 +34,9 @@ ROLES = {"web hosts": WEB_HOSTS, "worker hosts": WORKER_HOSTS,
 RESTART_ORDER = ("web1", "web2", "work1", "work2")
 EMIT_RATE = 4.0
 OLD, NEW = "0.1.0", "0.2.0"
+OLD_SCHEMA = "0014"  # site.OLD_COMMIT's newest revision
+# This checkout's newest revision (it was written here as 0016, and went stale at 0017).
+NEW_SCHEMA = ScriptDirectory(str(ROOT / "webhooks" / "storage" / "migrations")).get_current_head()
 
 
 def runs_on(line: str, host: str) -> bool:
@@ -103,11 +108,12 @@ def rolling(site: Site, report: Report, windows: list) -> None:
     started = time.time()
     said = site.follow.run(site[SCHEDULER_HOST], command_lines(migrate)[0])
     report.check(GUIDE, "db upgrade of 0.2.0 while every process runs 0.1.0",
-                 "upgraded the schema from revision 0014 to 0016" in said, said.strip())
+                 f"upgraded the schema from revision {OLD_SCHEMA} to {NEW_SCHEMA}" in said,
+                 said.strip())
     windows.append({"name": "migration", "start": started, "end": time.time()})
     time.sleep(10)
     after = _events_between(site, time.time() - 9, time.time())
-    report.check(GUIDE, "0.1.0's workers deliver on schema 0016 (events emitted after the "
+    report.check(GUIDE, f"0.1.0's workers deliver on schema {NEW_SCHEMA} (events emitted after the "
                  "migration arrive before any restart)", after and wait_received(site, after),
                  f"{len(after)} events")
     _switch(site, switch, windows, "upgrade", NEW)
@@ -185,7 +191,7 @@ def read_primary(site: Site) -> dict:
 
 
 def rollback(site: Site, report: Report, windows: list, account: dict) -> None:
-    """"Rolling back": the code back to 0.1.0 on the schema 0016, then the schema."""
+    """"Rolling back": the code back to 0.1.0 on the newer schema, then the schema."""
     code, schema = blocks(GUIDE, "Rolling back", "sh")[:2]
     _switch(site, code, windows, "rollback", OLD)
     schedulers = [h for h in SERVICE_HOSTS if site.systemd.is_active(site[h], "webhooks-scheduler")]
@@ -197,7 +203,8 @@ def rollback(site: Site, report: Report, windows: list, account: dict) -> None:
     since = time.time()
     time.sleep(8)
     fresh = _events_between(site, since, time.time())
-    report.check(GUIDE, "0.1.0 runs on schema 0016: events emitted after the rollback arrive",
+    report.check(GUIDE, f"0.1.0 runs on schema {NEW_SCHEMA}: events emitted after the rollback "
+                 "arrive",
                  set(running.values()) == {OLD} and fresh and wait_received(site, fresh),
                  f"{len(fresh)} events, releases {sorted(set(running.values()))}")
     work1 = site[SCHEDULER_HOST]
@@ -209,11 +216,13 @@ def rollback(site: Site, report: Report, windows: list, account: dict) -> None:
     new_cli = site.follow.run(work1, prefix + f"/opt/webhooks/releases/{NEW}/bin/webhooks "
                               "accounts create 'New CLI'")
     report.check(GUIDE, "0.2.0's CLI works meanwhile", "api_key" in new_cli, "")
-    said = site.follow.run(work1, command_lines(schema)[0].replace('"0007"', '"0014"'))
+    said = site.follow.run(work1, command_lines(schema)[0].replace('"0007"', f'"{OLD_SCHEMA}"'))
     old_cli = site.follow.run(work1, prefix + "/opt/webhooks/venv/bin/webhooks accounts create "
                               "'Old CLI'")
-    report.check(GUIDE, "the schema downgrade to 0014 prints nothing; 0.1.0's CLI works again",
+    report.check(GUIDE, f"the schema downgrade to {OLD_SCHEMA} prints nothing; 0.1.0's CLI works "
+                 "again",
                  said.strip() == "" and "api_key" in old_cli, said.strip()[:160])
     said = site.follow.run(work1, prefix + f"/opt/webhooks/releases/{NEW}/bin/webhooks db upgrade")
     report.check(GUIDE, "0.2.0's db upgrade brings it forward again",
-                 "upgraded the schema from revision 0014 to 0016" in said, said.strip())
+                 f"upgraded the schema from revision {OLD_SCHEMA} to {NEW_SCHEMA}" in said,
+                 said.strip())

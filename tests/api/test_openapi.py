@@ -126,6 +126,7 @@ def test_the_resource_schemas_match_the_contract(document):
         "id", "url", "event_types", "description", "status", "consecutive_failures",
         "paused_at", "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
         "next_secret_active_at", "paused_reason", "signature_scheme",
+        "client_certificate", "oauth2",  # CONTRACT 10.3
     } | {option.name for option in OPTIONS}
     assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"]) | {
         "secret", "next_secret"

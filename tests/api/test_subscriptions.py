@@ -20,6 +20,7 @@ SUBSCRIPTION_KEYS = {
     "id", "url", "event_types", "description", "status", "consecutive_failures", "paused_at",
     "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
     "next_secret_active_at", "paused_reason", "signature_scheme",
+    "client_certificate", "oauth2",  # CONTRACT 10.3, write-only: shown without key or secret
 } | {option.name for option in OPTIONS}
 SECRET_KEYS = {"secret", "next_secret"}
 

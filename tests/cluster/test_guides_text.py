@@ -3,6 +3,7 @@ the blocks it runs are where it looks, and the guides keep what the cluster run 
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 from cluster.guides import text, upgrade
@@ -54,7 +55,19 @@ def test_every_restart_line_names_the_hosts_it_is_for():
                     assert hosts == ["work1"], line
 
 
-def test_the_web_unit_runs_the_procfile_s_worker_class():
+def _gunicorn_options(command: str) -> list[str]:
+    """The gunicorn options of ``command``, without the address it binds or the app."""
+    words = shlex.split(command)
+    words = words[next(i for i, word in enumerate(words) if word.endswith("gunicorn")) + 1:]
+    bind = words.index("--bind")
+    return [word for i, word in enumerate(words)
+            if i not in (bind, bind + 1) and "create_app" not in word]
+
+
+def test_the_web_unit_runs_gunicorn_with_the_procfile_s_options():
+    """The worker class (JSON error answers), the access log, no control socket (issue 36)."""
     unit = (ROOT / "deploy" / "systemd" / "webhooks-web.service").read_text()
-    worker_class = procfile()["web"].split("--worker-class ")[1].split()[0]
-    assert f"--worker-class {worker_class}" in unit
+    exec_start = next(line.split("=", 1)[1] for line in unit.splitlines()
+                      if line.startswith("ExecStart="))
+    assert "--no-control-socket" in _gunicorn_options(procfile()["web"])
+    assert _gunicorn_options(exec_start) == _gunicorn_options(procfile()["web"])

@@ -147,7 +147,7 @@ def test_a_read_only_link_browses_refuses_an_action_is_used_once_and_expires(
         assert page.get_by_role("link", name="New subscription").count() == 0
         page.goto(f"{base}/dashboard/subscriptions/{subscription_id}")
         page.get_by_text("Signing secret", exact=True).wait_for()
-        for action in ("Send test", "Rotate secret", "Recover"):
+        for action in ("Send test", "Rotate secret", "Recover", "Show secret"):
             assert page.get_by_role("button", name=action).count() == 0, action
         assert page.get_by_role("link", name="Edit subscription").count() == 0
         shoot(page, "portal-02-read-only-subscription")
@@ -166,6 +166,16 @@ def test_a_read_only_link_browses_refuses_an_action_is_used_once_and_expires(
         assert navigation.value.status == 403
         page.get_by_role("heading", name="Read-only session").wait_for()
         shoot(page, "portal-03-read-only-refused")
+
+        # A link of another account opened in this browser (by a page, say): asked first,
+        # nothing spent, and staying keeps the session (issue 36, finding 4).
+        _, other_key = make_account("Globex")
+        page.goto(_new_link(base, other_key)["url"])
+        page.get_by_role("heading", name="Switch to another account?").wait_for()
+        shoot(page, "portal-07-switch-account")
+        page.get_by_role("link", name="Stay as Acme").click()
+        page.get_by_role("heading", name="Overview").wait_for()
+        assert page.locator("#read-only-banner").is_visible()
 
         # Reuse the link (another person it was forwarded to): used, nobody signed in.
         other = _new_page(browser)

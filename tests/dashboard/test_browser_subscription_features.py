@@ -98,7 +98,7 @@ def test_a_staged_rotation_shows_the_next_secret_and_activates_or_cancels_it(
     assert page.locator("#staged-secret").count() == 0
     after_switch = _send_test_and_receive(page, receiver, "/hook")
     assert _signed_with(new, after_switch) and not _signed_with(old, after_switch)
-    page.get_by_role("link", name="Show secret").click()
+    page.get_by_role("button", name="Show secret").click()
     assert page.locator("#secret").inner_text() == new
     shoot(page, "rotation-2-activated")
 
@@ -173,7 +173,10 @@ def test_the_form_puts_each_event_type_s_box_beside_its_name_and_sets_the_limits
     page.get_by_text("Subscription saved.").wait_for()
     assert "at most 2 at once" in page.locator("#max-in-flight").inner_text()
     assert "at most 5 attempts per second" in page.locator("#rate-limit").inner_text()
-    assert "X-Tenant: acme" in page.locator("#custom-headers").inner_text()
+    # The header's value is a secret: shown on request, with the signing secret.
+    assert page.locator("#custom-headers").inner_text() == "X-Tenant: hidden"
+    page.get_by_role("button", name="Show secret").click()
+    assert page.locator("#custom-headers").inner_text() == "X-Tenant: acme"
     with session_scope() as session:
         row = session.get(Subscription, subscription.id)
         assert (row.max_in_flight, row.rate_limit, row.headers, row.event_types) == (

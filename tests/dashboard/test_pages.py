@@ -84,8 +84,9 @@ def test_the_session_cookie_holds_no_key_and_is_secure_httponly_lax(client, alic
 
         decoded = zlib.decompress(decoded)
     content = json.loads(decoded)
-    # The account's id and the token of its session row on the server (sessions.py).
-    assert set(content) == {"account_id", "session", "_permanent"}
+    # The account's id, the token of its session row on the server (sessions.py) and when
+    # that row ends (the cookie's Expires, portal.py).
+    assert set(content) == {"account_id", "session", "ends_at", "_permanent"}
     assert (content["account_id"], content["_permanent"]) == (alice.account_id, True)
     assert alice.api_key not in cookie
 

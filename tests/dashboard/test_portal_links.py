@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
+from email.utils import parsedate_to_datetime
+from http.cookies import SimpleCookie
 
 import pytest
 from sqlalchemy import update
@@ -42,21 +45,36 @@ def test_opening_a_link_signs_the_browser_in_until_the_link_s_expiry(client, ali
     assert created.status_code == 302
 
 
-def test_a_second_open_says_used_or_expired_and_leaves_no_session(app, client, alice):
+def test_a_second_open_says_used_or_expired_and_signs_nothing_in(app, client, alice):
     token = new_link(alice.account_id)
     _opened(client, token)
     again = client.get(link_path(token))
     assert again.status_code == 410
     text = again.get_data(as_text=True)
-    assert "used or has expired" in text and "Sign out" not in text
-    assert client.get_cookie(COOKIE, path="/dashboard") is None
-    assert session_rows() == []  # the session it had opened is ended too
-    assert client.get("/dashboard/subscriptions").status_code == 302
+    assert "used or has expired" in text and "You are still signed in as" in text
+    assert len(session_rows()) == 1  # the session the first open made stays (finding 5)
+    assert client.get("/dashboard/subscriptions").status_code == 200
 
     other = app.test_client()  # the link forwarded to someone else
     forwarded = other.get(link_path(token))
     assert forwarded.status_code == 410 and "Set-Cookie" not in forwarded.headers
-    assert session_rows() == []
+    assert "still signed in" not in forwarded.get_data(as_text=True)
+    assert len(session_rows()) == 1
+
+
+def test_a_bogus_spent_or_expired_link_leaves_the_browser_s_session_alone(alice_client, alice):
+    """Issue 36, finding 5: any page could sign a browser out with a made-up link."""
+    spent = new_link(alice.account_id)
+    assert alice_client.application.test_client().get(link_path(spent)).status_code == 302
+    expired = new_link(alice.account_id)
+    with session_scope() as session:
+        session.execute(update(PortalLink).where(PortalLink.used_at.is_(None))
+                        .values(expires_at=utcnow()))
+    before = {row.id for row in session_rows()}
+    for token in ("anything", spent, expired):
+        assert alice_client.get(link_path(token)).status_code == 410
+    assert {row.id for row in session_rows()} == before
+    assert alice_client.get("/dashboard/subscriptions").status_code == 200
 
 
 @pytest.mark.parametrize("token", ["nope", "x" * 43, "%00", "a" * 600])
@@ -111,10 +129,78 @@ def test_two_opens_at_once_give_one_session(app, alice):
     assert len(session_rows()) == 1
 
 
-def test_opening_a_link_replaces_the_browser_s_session(alice_client, alice, bob):
-    _opened(alice_client, new_link(bob.account_id, read_only=True))
+def test_a_link_of_another_account_asks_before_it_replaces_the_session(alice_client, alice, bob):
+    """Issue 36, finding 4 (login CSRF): a page that opens bob's link in alice's browser must
+    not silently put her to work in bob's account."""
+    token = new_link(bob.account_id, read_only=True)
+    asked = alice_client.get(link_path(token))
+    assert asked.status_code == 200
+    page = asked.get_data(as_text=True)
+    assert "Switch to another account?" in page and "bob" in page and "alice" in page
+    assert link_rows()[0].used_at is None  # asking spends nothing
+    (row,) = session_rows()
+    assert row.account_id == alice.account_id
+    # Another site cannot say yes for her: the yes needs the form's CSRF token.
+    assert alice_client.post(link_path(token)).status_code == 400
+    assert link_rows()[0].used_at is None
+    switched = alice_client.post(link_path(token), data={"csrf_token": csrf_token(page)})
+    assert switched.status_code == 302 and switched.headers["Location"] == "/dashboard/"
     (row,) = session_rows()
     assert row.account_id == bob.account_id and row.read_only
+    assert "bob" in alice_client.get("/dashboard/").get_data(as_text=True)
+
+
+def test_staying_keeps_the_session_and_the_link(alice_client, alice, bob):
+    token = new_link(bob.account_id)
+    alice_client.get(link_path(token))
+    assert "alice" in alice_client.get("/dashboard/").get_data(as_text=True)
+    (row,) = session_rows()
+    assert row.account_id == alice.account_id
+    assert link_rows()[0].used_at is None  # still good for the browser it was meant for
+
+
+def test_a_link_of_the_same_account_opens_at_once(alice_client, alice):
+    _opened(alice_client, new_link(alice.account_id, read_only=True))
+    (row,) = session_rows()
+    assert row.account_id == alice.account_id and row.read_only
+
+
+def test_a_read_only_session_may_switch_to_another_account_s_link(app, alice, bob):
+    client = app.test_client()
+    _opened(client, new_link(alice.account_id, read_only=True))
+    token = new_link(bob.account_id)
+    page = client.get(link_path(token)).get_data(as_text=True)
+    switched = client.post(link_path(token), data={"csrf_token": csrf_token(page)})
+    assert switched.status_code == 302
+    (row,) = session_rows()
+    assert row.account_id == bob.account_id and not row.read_only
+
+
+def _cookie_expires(response) -> dt.datetime:
+    cookie = SimpleCookie(response.headers["Set-Cookie"])[COOKIE]
+    return parsedate_to_datetime(cookie["expires"])
+
+
+def test_the_cookie_expires_with_the_link_s_session(client, alice):
+    """Issue 36, finding 18: a 60 s link's cookie said Expires 12 hours out."""
+    token = new_link(alice.account_id, expires_in=60)
+    (link,) = link_rows()
+    opened = _opened(client, token)
+    ends = link.expires_at.replace(microsecond=0)
+    assert ends <= _cookie_expires(opened) <= ends + dt.timedelta(seconds=1)
+    # Every later answer that sends the cookie again keeps the same end.
+    later = client.get("/dashboard/subscriptions")
+    assert _cookie_expires(later) == _cookie_expires(opened)
+
+
+def test_an_api_key_session_s_cookie_expires_with_its_row(app, alice):
+    client = app.test_client()
+    page = client.get("/dashboard/")
+    signed_in = client.post("/dashboard/sign-in", data={
+        "csrf_token": csrf_token(page.get_data(as_text=True)), "api_key": alice.api_key})
+    (row,) = session_rows()
+    ends = row.expires_at.replace(microsecond=0)
+    assert ends <= _cookie_expires(signed_in) <= ends + dt.timedelta(seconds=1)
 
 
 # ---------------------------------------------------------------- framing and the cookie

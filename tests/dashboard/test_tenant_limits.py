@@ -5,11 +5,11 @@ request limit, which the dashboard counts apart from the API."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 
 from webhooks.config import reset_settings_cache
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Delivery, Subscription
+from webhooks.storage.models import DashboardSession, Delivery, Subscription, utcnow
 
 from .helpers import post_form, sign_in
 from .rows import make_subscription
@@ -84,3 +84,22 @@ def test_the_dashboard_counts_per_signed_in_account_apart_from_the_api(make_clie
     assert 1 <= int(refused.headers["Retry-After"]) <= 60
     # Bob, at the same address, has his own budget.
     assert make_client(bob).get("/dashboard/subscriptions").status_code == 200
+
+
+def test_a_replayed_cookie_of_an_ended_session_is_charged_to_its_client(make_client, alice):
+    """Issue 36, finding 6: a spent portal cookie replayed from elsewhere used up the budget
+    of the account it names, and the account's own people got 429."""
+    from web import create_app
+
+    from .portal_helpers import link_path, new_link
+
+    own = make_client(alice, API_RATE_LIMIT="4 per minute")  # one spent on the landing page
+    replayer = create_app({"TESTING": True}).test_client()
+    replayer.environ_base["REMOTE_ADDR"] = "203.0.113.9"
+    assert replayer.get(link_path(new_link(alice.account_id, read_only=True))).status_code == 302
+    with session_scope() as session:  # the portal session ends; its cookie still names alice
+        session.execute(update(DashboardSession).where(DashboardSession.read_only)
+                        .values(expires_at=utcnow()))
+    replayed = [replayer.get("/dashboard/subscriptions").status_code for _ in range(6)]
+    assert replayed[-1] == 429  # its own address ran out
+    assert 429 not in [own.get("/dashboard/subscriptions").status_code for _ in range(3)]

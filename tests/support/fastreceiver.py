@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import ssl
 import threading
 import time
 from collections import Counter
@@ -41,6 +42,7 @@ class Arrival:
     event_id: str
     signature: str
     body: bytes
+    authorization: str = ""  # the Authorization header (an OAuth2 Bearer token), if any
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,13 @@ class _Closed(Exception):
 class FastReceiver:
     """Serve on ``host`` (a loopback address) in a daemon thread; ``start()`` then ``url(path)``."""
 
-    def __init__(self, host: str = "127.0.0.1", service_name: str = "Service"):
+    def __init__(self, host: str = "127.0.0.1", service_name: str = "Service",
+                 tls: "ssl.SSLContext | None" = None, tls_name: str = "localhost"):
+        """``tls``: serve https with this server context (its URL then names ``tls_name``,
+        which the certificate must be for)."""
         self.host = host
+        self.tls = tls
+        self.tls_name = tls_name
         prefix = f"x-{service_name.lower()}-"
         self._h_delivery = prefix + "delivery-id"
         self._h_attempt = prefix + "attempt"
@@ -143,7 +150,8 @@ class FastReceiver:
             self._loop = loop
             try:
                 self._server = loop.run_until_complete(
-                    asyncio.start_server(self._handle, self.host, 0, backlog=1024)
+                    asyncio.start_server(self._handle, self.host, 0, backlog=1024,
+                                         ssl=self.tls)
                 )
                 self.port = self._server.sockets[0].getsockname()[1]
             except BaseException as exc:  # noqa: BLE001 - reported to start()
@@ -184,6 +192,8 @@ class FastReceiver:
         self._loop = None
 
     def url(self, path: str) -> str:
+        if self.tls is not None:
+            return f"https://{self.tls_name}:{self.port}{path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}{path}"
 
@@ -242,6 +252,7 @@ class FastReceiver:
                     at=time.time(), path=path, delivery_id=headers.get(self._h_delivery, ""),
                     attempt=attempt, event_id=headers.get(self._h_event, ""),
                     signature=headers.get(self._h_signature, ""), body=body,
+                    authorization=headers.get("authorization", ""),
                 )
                 with self._lock:
                     self._arrivals.append(arrival)

@@ -2,22 +2,40 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import secrets
 import time
 
 import pytest
 
-# Under pytest-xdist each worker process ("gw0", "gw1", ...) gets its own
-# database and Redis db, so parallel tests never truncate or flush each other's.
+from tests.support import redis_lease
+
+# Every test run has a name of its own, made by the first pytest process (the xdist
+# controller, or the only process) and inherited by its workers through the environment,
+# so that two runs on one machine never share a database or a Redis db (issue 36): each
+# drops and flushes what it uses. Under pytest-xdist each worker process ("gw0", "gw1",
+# ...) also gets its own, so parallel tests never truncate or flush each other's.
+RUN = os.environ.setdefault("WEBHOOKS_TEST_RUN", f"r{secrets.token_hex(4)}")
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 _WORKER_INDEX = int(XDIST_WORKER[2:]) if XDIST_WORKER.startswith("gw") else 0
 
 PG_ADMIN_URL = os.environ.get(
     "WEBHOOKS_TEST_PG_ADMIN_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 )
-PG_TEST_DB = os.environ.get("WEBHOOKS_TEST_PG_DATABASE", "webhooks_test") + (
-    f"_{XDIST_WORKER}" if XDIST_WORKER else ""
-)
+
+
+def pg_database_name(environ, run: str, worker: str) -> tuple[str, bool]:
+    """This process's PostgreSQL database, and whether it is the run's own.
+
+    WEBHOOKS_TEST_PG_DATABASE names it (kept after the run, for a look); unset, it is
+    named after the run and dropped at the run's end (drop_run_database). Either way an
+    xdist worker adds its name (``_gw0``)."""
+    given = environ.get("WEBHOOKS_TEST_PG_DATABASE")
+    return (given or f"webhooks_test_{run}") + (f"_{worker}" if worker else ""), not given
+
+
+PG_TEST_DB, PER_RUN_DATABASE = pg_database_name(os.environ, RUN, XDIST_WORKER)
 PG_URL = PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_TEST_DB
 
 
@@ -27,9 +45,44 @@ def _redis_url(base: str, offset: int) -> str:
     return f"{prefix}/{int(number) - offset}"
 
 
-REDIS_URL = _redis_url(
-    os.environ.get("WEBHOOKS_TEST_REDIS_URL", "redis://127.0.0.1:6379/13"), _WORKER_INDEX
-)
+REDIS_SERVER = "redis://127.0.0.1:6379"
+# The Redis dbs a run without WEBHOOKS_TEST_REDIS_URL may lease: 0 holds the leases (and is
+# every client's default), 14 is the benchmark's, 15 is left to whoever needs one.
+REDIS_DBS = os.environ.get("WEBHOOKS_TEST_REDIS_DBS", "1-13")
+
+
+def _lease_redis_db() -> tuple[str, redis_lease.Lease | None]:
+    """This process's Redis URL, and its lease (tests/support/redis_lease.py): the db of
+    WEBHOOKS_TEST_REDIS_URL (minus the worker's index) if set, else a free one of
+    REDIS_DBS. No lease without a Redis server (the tests that need one skip)."""
+    import redis
+
+    explicit = os.environ.get("WEBHOOKS_TEST_REDIS_URL")
+    url = _redis_url(explicit or f"{REDIS_SERVER}/13", _WORKER_INDEX)
+    registry = redis.Redis.from_url(url.rpartition("/")[0] + f"/{redis_lease.REGISTRY_DB}",
+                                    socket_connect_timeout=3, socket_timeout=10)
+    holder = f"run={RUN} worker={XDIST_WORKER or 'main'}"
+    try:
+        registry.ping()
+    except redis.RedisError:
+        return url, None
+    if explicit:
+        lease = redis_lease.lease_exactly(registry, int(url.rpartition("/")[2]), holder)
+    else:
+        lease = redis_lease.lease_one_of(registry, redis_lease.parse_pool(REDIS_DBS), holder)
+        url = f"{url.rpartition('/')[0]}/{lease.db}"
+    atexit.register(lease.release)
+    return url, lease.keep()
+
+
+REDIS_URL, REDIS_LEASE = _lease_redis_db()
+
+
+def release_redis_db() -> None:
+    """Give this process's Redis db back now (at the end of its tests; an xdist controller,
+    which runs none, at its start): the next run may take it at once."""
+    if REDIS_LEASE is not None:
+        REDIS_LEASE.release()
 
 
 def unavailable(what: str, error: Exception) -> None:
@@ -84,6 +137,18 @@ def kill_idle_pooled_connection(engine) -> int:
     finally:
         admin.dispose()
     return pid
+
+
+def drop_run_database() -> None:
+    """Drop this process's test database if it is the run's own (PER_RUN_DATABASE)."""
+    if not PER_RUN_DATABASE:
+        return
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{PG_TEST_DB}" WITH (FORCE)')
+    engine.dispose()
 
 
 def recreate_database() -> None:

@@ -45,9 +45,10 @@ def link_url(token: str) -> str:
     "Create a portal link",
     description="A link that signs one browser in to the caller's dashboard, without an API "
     "key: opened once, it starts a dashboard session that ends at `expires_at`; a second open "
-    "signs nothing in and says the link was used or expired. With `read_only: true` the "
-    "session shows every page, hides every action and answers 403 to any state-changing "
-    "request. The link's base is WEBHOOKS_PUBLIC_URL (default: this request's scheme and "
+    "signs nothing in and says the link was used or expired; a browser signed in to another "
+    "account is asked before the link replaces its session. With `read_only: true` the "
+    "session shows every page, hides every action and every secret, and answers 403 to any "
+    "state-changing request. The link's base is WEBHOOKS_PUBLIC_URL (default: this request's scheme and "
     "host); WEBHOOKS_PORTAL_FRAME_ANCESTORS lists the origins that may show it in a frame. "
     "Without a body: a full link for 3,600 seconds.",
     body=PortalLinkCreateSchema,

@@ -71,15 +71,20 @@ def _with_default(option: subscriptions.Option) -> str:
     return shown if option.default is None else f"{shown} (default `{option.default}`)"
 
 
-_OPTIONAL_ON_CREATE = _listed(["`headers`", *(_with_default(option) for option in _EDITABLE)])
+_OPTIONAL_ON_CREATE = _listed(["`headers`", "`client_certificate`", "`oauth2`",
+                               *(_with_default(option) for option in _EDITABLE)])
 _PATCHABLE = ", ".join(f"`{name}`" for name in ("url", "event_types", "description", "headers",
+                                                "client_certificate", "oauth2",
                                                 *(option.name for option in _EDITABLE)))
 _BACK_TO_DEFAULTS = _listed([f"`{option.name}: null`" for option in _EDITABLE if option.nullable])
 
 _SETTINGS_ERRORS = {400: "`unknown_event_type`: event_types names a type not in the catalogue; "
                          "`target_not_allowed`: the url's host is local or not public; "
                          "`reserved_header`: headers names a header only the service sets "
-                         "(the message names each)"}
+                         "(the message names each); `invalid_client_certificate`: not PEM, a "
+                         "key that does not match the certificate, or an http endpoint; "
+                         "`invalid_oauth2`: a missing or malformed field, a refused token_url, "
+                         "or an Authorization entry in headers beside oauth2"}
 
 
 def _answer(schema, subscription: Subscription, status: int = 200, headers=None) -> Response:
@@ -122,6 +127,7 @@ def create() -> Response:
     body = load_body(SubscriptionCreateSchema())
     settings = _settings_of(body)
     check_target_allowed(body["url"])
+    settings.update(subscriptions.credential_changes(body, None))
     subscription = subscriptions.create(db_session(), current_account_id(), body["url"],
                                         signature_scheme=body["signature_scheme"], **settings)
     location = url_for(".get", subscription_id=subscription.id)
@@ -178,6 +184,7 @@ def update(subscription_id: str) -> Response:
     if "url" in body:
         check_target_allowed(body["url"])
         changes["url"] = url_to_store(body["url"], subscription.url)
+    changes.update(subscriptions.credential_changes(body, subscription))
     subscriptions.change(db_session(), subscription, **changes)
     if "signature_scheme" in body and subscriptions.change_scheme(
             db_session(), subscription, body["signature_scheme"]):

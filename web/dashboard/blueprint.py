@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
 from urllib.parse import urlsplit
 
 from flask import (
@@ -42,6 +43,7 @@ from ..errors import rate_limit_exceeded
 from ..transaction import db_session
 from . import portal, sessions
 from .plain_http import plain_http_advice
+from .secrets_shown import view_shows_secrets
 from .url_breaks import breakable_url
 
 __all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
@@ -57,7 +59,7 @@ _ACCOUNT_KEY = "account_id"
 _TOKEN_KEY = "session"  # the token of the session's row (sessions.py)
 # Endpoints that answer without a signed-in account.
 PUBLIC_ENDPOINTS = {"dashboard.index", "dashboard.sign_in", "dashboard.sign_out",
-                    "dashboard.open_portal_link"}
+                    "dashboard.open_portal_link", "dashboard.switch_to_portal_link"}
 
 _SECURITY_HEADERS = {
     # The pages are forms that act: never framed (clickjacking), no script at all; a portal
@@ -77,9 +79,14 @@ def current_account() -> Account | None:
 
 
 def signed_in_account_id() -> str | None:
-    """The account id the signed session cookie names (before it is checked against the database)."""
-    account_id = session.get(_ACCOUNT_KEY)
-    return account_id if isinstance(account_id, str) else None
+    """The account of this request's live session (checked on the server), or None.
+
+    The rate limiter counts a dashboard request against this account: a cookie of a session
+    that ended (signed out, expired, a spent portal link's) names an account too, but counts
+    against the client's address, never against the account's own people.
+    """
+    live = _live_session()
+    return live.account_id if live is not None else None
 
 
 def start_session(account: Account, *, expires_at: dt.datetime | None = None,
@@ -100,7 +107,10 @@ def start_session(account: Account, *, expires_at: dt.datetime | None = None,
     session[_TOKEN_KEY] = token
     if portal_link:
         session[portal.PORTAL_KEY] = True
-    session.permanent = True  # the cookie outlives no row: the server checks the row
+    # The cookie expires with the row (portal.py), rounded up to a whole second: a browser
+    # keeps it no longer than the server honours it (the server checks the row regardless).
+    session[portal.ENDS_AT_KEY] = math.ceil((now + lifetime).timestamp())
+    session.permanent = True
 
 
 def end_session() -> None:
@@ -154,13 +164,21 @@ def _live_session():
 @bp.before_request
 def _refuse_changes_when_read_only():
     # First of the hooks: a read-only session is refused whatever the form holds (even
-    # without a CSRF token), on every route with a state-changing method, present or future.
-    if is_read_only() and portal.refused_when_read_only(request.method, request.endpoint):
-        log.info("read-only dashboard session refused %s %s", request.method, request.path)
-        g.dashboard_account = _signed_in_account()  # the page's header shows who is signed in
-        return _error_page(403, "Read-only session",
-                           "This session can look at every page but cannot change anything.")
-    return None
+    # without a CSRF token), on every route with a state-changing method, present or future,
+    # and on every page that shows secrets (secrets_shown.py), whatever its method.
+    if not is_read_only():
+        return None
+    if portal.refused_when_read_only(request.method, request.endpoint):
+        message = "This session can look at every page but cannot change anything."
+    elif view_shows_secrets(request.endpoint):
+        message = ("This page shows secrets (signing secrets, header values), which a "
+                   "read-only session is never shown.")
+    else:
+        return None
+    # Never the path: it may hold a portal link's token.
+    log.info("read-only dashboard session refused %s %s", request.method, request.endpoint)
+    g.dashboard_account = _signed_in_account()  # the page's header shows who is signed in
+    return _error_page(403, "Read-only session", message)
 
 
 @bp.before_request

@@ -30,9 +30,13 @@ from ..targets import MAX_URL_LENGTH, url_problem
 from .options import IN_FORM, form_fields
 
 __all__ = ["SignInForm", "SubscriptionForm", "RotateForm", "RecoverForm", "ALL_TYPES",
-           "ONLY_TYPES", "TYPE_DESCRIPTIONS", "headers_text", "parse_headers"]
+           "ONLY_TYPES", "TYPE_DESCRIPTIONS", "MASK", "headers_text", "headers_to_store",
+           "parse_headers"]
 
 TYPE_DESCRIPTIONS = {t.name: t.description for t in CATALOGUE}
+
+#: What the edit form shows in place of each custom header's value (the URL's password mask).
+MASK = "***"
 
 ALL_TYPES = "all"
 ONLY_TYPES = "only"
@@ -87,8 +91,18 @@ def parse_headers(text: str) -> dict[str, str]:
 
 
 def headers_text(headers: dict | None) -> str:
-    """Headers as the form shows them: one ``Name: value`` line each."""
-    return "\n".join(f"{name}: {value}" for name, value in (headers or {}).items())
+    """Headers as the edit form shows them: one ``Name: value`` line each, every value
+    :data:`MASK`ed (a value is a secret: secrets_shown.py)."""
+    return "\n".join(f"{name}: {MASK}" for name in (headers or {}))
+
+
+def headers_to_store(submitted: dict[str, str], stored: dict | None) -> dict[str, str]:
+    """The headers to keep when ``submitted`` (read from the form) replaces ``stored``: a
+    value sent back as :data:`MASK` means "unchanged" for a header that has a stored value,
+    as the URL's masked password does (target_urls.url_to_store)."""
+    stored = stored or {}
+    return {name: stored[name] if value == MASK and name in stored else value
+            for name, value in submitted.items()}
 
 
 # A field for each per-subscription option the form offers (options.py).
@@ -138,13 +152,13 @@ class SubscriptionForm(_OptionFields):
             sentence = "; ".join(problems)
             raise ValidationError(sentence[0].upper() + sentence[1:] + ".")
 
-    def chosen_settings(self) -> dict:
+    def chosen_settings(self, stored_headers: dict | None = None) -> dict:
         """The subscription's settings as store.create_subscription / change_subscription
-        take them."""
+        take them; ``stored_headers``: the values a masked header keeps (edit)."""
         return {
             "event_types": self.chosen_event_types(),
             "description": self.description.data or None,
-            "headers": parse_headers(self.headers.data),
+            "headers": headers_to_store(parse_headers(self.headers.data), stored_headers),
             **{option.name: self[option.name].data for option in self.declared_options},
         }
 

@@ -7,8 +7,8 @@ A portal link (webhooks/services/portal_links.py) opens a dashboard session mark
 - A read-only session may not change anything: every request with a
   state-changing method answers 403 before any view (or the CSRF check)
   runs, whatever the route, so a route added later is covered without
-  being listed. Signing in (with an API key) and signing out stay allowed:
-  they change only which session the browser holds.
+  being listed. Signing in (with an API key or another portal link) and
+  signing out stay allowed: they change only which session the browser holds.
 - Framing: the dashboard forbids every frame (``frame-ancestors 'none'``)
   except for a portal session's pages when ``WEBHOOKS_PORTAL_FRAME_ANCESTORS``
   lists origins: those pages allow exactly those origins.
@@ -19,22 +19,32 @@ A portal link (webhooks/services/portal_links.py) opens a dashboard session mark
   session's cookie is ``SameSite=None; Secure; Partitioned`` while framing is
   allowed. ``Secure`` cookies need https, except on http://localhost and
   http://127.0.0.1, which browsers treat as secure origins.
+
+The cookie of every session, a portal link's or an API key's, expires when the
+session ends on the server (:data:`ENDS_AT_KEY`, set at sign-in), not
+PERMANENT_SESSION_LIFETIME after each request: a 60-second link's cookie says
+60 seconds (issue 36, finding 18).
 """
 
 from __future__ import annotations
 
+import datetime as dt
+
 from flask import current_app, session
 from flask.sessions import SecureCookieSessionInterface
 
-__all__ = ["STATE_CHANGING_METHODS", "ALLOWED_WHEN_READ_ONLY", "PORTAL_KEY",
+__all__ = ["STATE_CHANGING_METHODS", "ALLOWED_WHEN_READ_ONLY", "PORTAL_KEY", "ENDS_AT_KEY",
            "refused_when_read_only", "content_security_policy", "frame_ancestors",
            "PortalCookieSessionInterface"]
 
 STATE_CHANGING_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 #: Endpoints a read-only session may still POST to: they change the browser's session only.
-ALLOWED_WHEN_READ_ONLY = frozenset({"dashboard.sign_in", "dashboard.sign_out"})
+ALLOWED_WHEN_READ_ONLY = frozenset({"dashboard.sign_in", "dashboard.sign_out",
+                                    "dashboard.switch_to_portal_link"})
 #: The signed cookie's key that marks a session opened by a portal link.
 PORTAL_KEY = "portal"
+#: The signed cookie's key that holds when its session ends on the server (Unix seconds).
+ENDS_AT_KEY = "ends_at"
 
 _POLICY = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
            "frame-ancestors {ancestors}; base-uri 'none'")
@@ -61,7 +71,14 @@ def _framed_portal_session() -> bool:
 
 class PortalCookieSessionInterface(SecureCookieSessionInterface):
     """Flask's signed-cookie sessions, with ``SameSite=None; Secure; Partitioned`` for a portal
-    session while framing is allowed (every other cookie keeps the app's settings)."""
+    session while framing is allowed (every other cookie keeps the app's settings), and an
+    ``Expires`` that is the session's end on the server."""
+
+    def get_expiration_time(self, app, session):
+        ends_at = session.get(ENDS_AT_KEY)
+        if isinstance(ends_at, int) and session.permanent:
+            return dt.datetime.fromtimestamp(ends_at, dt.timezone.utc)
+        return super().get_expiration_time(app, session)
 
     def get_cookie_samesite(self, app):
         if _framed_portal_session():

@@ -12,6 +12,7 @@ from webhooks.services import rotation
 from ..transaction import db_session
 from .blueprint import bp
 from .forms import RotateForm
+from .secrets_shown import show_once
 from .views_subscriptions import _ids, _own
 
 log = logging.getLogger("web.dashboard")
@@ -27,6 +28,7 @@ def rotate_secret(subscription_id: str):
     activate_in = form.chosen_activate_in()
     rotation.rotate(db_session(), subscription, activate_in)
     log.info("signing secret rotated in the dashboard", extra=_ids(subscription))
+    show_once(subscription.id)  # the page it is sent to shows the new secret, once
     if activate_in is None:
         flash("New signing secret made. The old one no longer verifies: update your endpoint.",
               "success")

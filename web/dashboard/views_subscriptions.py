@@ -11,7 +11,7 @@ from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
 
 from webhooks.config import get_settings
-from webhooks.errors import Conflict
+from webhooks.errors import Conflict, InvalidCredential
 from webhooks.services import pausing, subscriptions as subscription_service, testing
 from webhooks.services.reads import utcnow
 from webhooks.services.rotation import secrets_at
@@ -22,9 +22,10 @@ from ..ratelimit import check_send_test
 from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import db_session
 from . import queries
-from .blueprint import bp, current_account
+from .blueprint import bp, current_account, is_read_only
 from .forms import TYPE_DESCRIPTIONS, RecoverForm, RotateForm, SubscriptionForm
 from .options import facts
+from .secrets_shown import show_once, shows_secrets, take_show_once
 from .views_overview import chart_since, hourly_chart
 
 log = logging.getLogger("web.dashboard")
@@ -52,6 +53,18 @@ def _target_refused(form: SubscriptionForm) -> bool:
         check_target_allowed(form.url.data)
     except ApiError as error:
         form.url.errors = [*form.url.errors, error.message]
+        return True
+    return False
+
+
+def _credentials_refused(form: SubscriptionForm, subscription: Subscription) -> bool:
+    """Apply the API's credential rules to the form's url and headers (an http url beside a
+    client certificate, an Authorization header beside oauth2); True if refused."""
+    try:
+        subscription_service.credential_changes(
+            {"url": form.url.data, **form.chosen_settings(subscription.headers)}, subscription)
+    except InvalidCredential as error:
+        form.url.errors = [*form.url.errors, str(error)]
         return True
     return False
 
@@ -90,8 +103,9 @@ def new_subscription():
             flash(f"Subscription not created: {refused}.", "error")
             return _form_page(form, None, 409)
         log.info("subscription created in the dashboard", extra=_ids(subscription))
-        flash("Subscription created. Its signing secret is shown below: give it to your "
-              "endpoint so it can verify every delivery.", "success")
+        flash("Subscription created. Its signing secret is shown below, this once: give it "
+              "to your endpoint so it can verify every delivery.", "success")
+        show_once(subscription.id)
         return redirect(url_for("dashboard.subscription_secret", subscription_id=subscription.id))
     return _form_page(form, None, 400 if form.is_submitted() else 200)
 
@@ -116,6 +130,9 @@ def _from_now(moment: dt.datetime | None, now: dt.datetime) -> str:
 
 
 def _subscription_page(subscription: Subscription, show_secret: bool):
+    """The subscription's page; with ``show_secret``, its secrets too (secrets_shown.py)."""
+    if show_secret and is_read_only():
+        abort(403)  # the views refuse first (blueprint.py); this is the last line
     session = db_session()
     account_id = current_account().id
     recent, _ = queries.delivery_page(
@@ -130,6 +147,9 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         secrets=secrets_at(subscription, now),
         takes_over_in=_from_now(subscription.next_secret_active_at, now),
         option_facts=facts(subscription),
+        credentials=subscription_service.shown_credentials(subscription),
+        certificate_expires_soon=subscription_service.certificate_expires_soon(subscription, now),
+        warning_days=subscription_service.EXPIRY_WARNING_DAYS,
         in_flight_limit=subscription_service.in_flight_limit(subscription),
         adaptive_pace=get_settings().adaptive_pace,
         rotate_form=RotateForm(),
@@ -152,24 +172,31 @@ def subscription(subscription_id: str):
     return _subscription_page(_own(subscription_id), show_secret=False)
 
 
-@bp.get("/subscriptions/<subscription_id>/secret")
+@bp.route("/subscriptions/<subscription_id>/secret", methods=["GET", "POST"])
+@shows_secrets
 def subscription_secret(subscription_id: str):
+    """POST ("Show secret", CSRF-checked): the page with its secrets. GET: the page with them
+    only right after this session made them, once; else hidden (secrets_shown.py)."""
     subscription = _own(subscription_id)
-    log.info("signing secret shown in the dashboard", extra=_ids(subscription))
-    return _subscription_page(subscription, show_secret=True)
+    show_secret = request.method == "POST" or take_show_once(subscription.id)
+    if show_secret:
+        log.info("signing secret shown in the dashboard", extra=_ids(subscription))
+    return _subscription_page(subscription, show_secret=show_secret)
 
 
 @bp.route("/subscriptions/<subscription_id>/edit", methods=["GET", "POST"])
+@shows_secrets  # the form of the subscription's credentials (values masked, but a form to act)
 def edit_subscription(subscription_id: str):
     subscription = _own(subscription_id)
     form = SubscriptionForm()
     if not form.is_submitted():
         form.url.data = shown_url(subscription.url)  # saved back unchanged, it keeps the password
         form.show(subscription)
-    elif form.validate() and not _target_refused(form):
+    elif (form.validate() and not _target_refused(form)
+          and not _credentials_refused(form, subscription)):
         subscription_service.change(db_session(), subscription,
                                     url=url_to_store(form.url.data, subscription.url),
-                                    **form.chosen_settings())
+                                    **form.chosen_settings(subscription.headers))
         log.info("subscription changed in the dashboard", extra=_ids(subscription))
         flash("Subscription saved.", "success")
         return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))

@@ -18,7 +18,7 @@ from webhooks.events.catalogue import EVENT_TYPE_NAMES
 from webhooks.events.fields import StrictInteger
 from webhooks.services.rotation import ACTIVATE_IN_MAX, secrets_at
 from webhooks.services.pausing import PauseReason
-from webhooks.services.subscriptions import custom_headers, option_values
+from webhooks.services.subscriptions import custom_headers, option_values, shown_credentials
 from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
@@ -132,6 +132,51 @@ def _headers(**kwargs) -> HeadersField:
     return HeadersField(**kwargs)
 
 
+class CredentialField(fields.Raw):
+    """A write-only credential object (webhooks/tenants/credentials.py), or null to remove
+    it. Checked by the view (400 ``invalid_client_certificate``, ``invalid_oauth2``) with
+    the url and headers it goes with; its OpenAPI description is ``properties``."""
+
+    def __init__(self, description: str, properties: dict, required: list[str], **kwargs):
+        super().__init__(allow_none=True, metadata={
+            "type": "object", "description": description, "properties": properties,
+            "required": required, "additionalProperties": False}, **kwargs)
+
+
+_PEM = {"type": "string", "maxLength": 65536}
+_TEXT = {"type": "string", "minLength": 1, "maxLength": 1000}
+
+
+def _client_certificate(**kwargs) -> CredentialField:
+    return CredentialField(
+        "a client certificate presented on every attempt to an https endpoint (mutual TLS); "
+        "write-only: answers show its fingerprint, subject and expiry; null removes it",
+        {"certificate": {**_PEM, "description": "PEM: the chain, leaf first"},
+         "private_key": {**_PEM, "description": "PEM, unencrypted"}},
+        ["certificate", "private_key"], **kwargs)
+
+
+def _oauth2(**kwargs) -> CredentialField:
+    return CredentialField(
+        "an OAuth2 client-credentials grant: every attempt carries `Authorization: Bearer "
+        "<token>` from `token_url`; write-only: answers leave out `client_secret`; null "
+        "removes it",
+        {"token_url": {"type": "string", "format": "uri",
+                       "description": "https (unless private targets are allowed), under the "
+                                      "same address guard as an endpoint"},
+         "client_id": _TEXT, "client_secret": _TEXT, "scope": _TEXT, "audience": _TEXT},
+        ["token_url", "client_id", "client_secret"], **kwargs)
+
+
+_CERTIFICATE_SHOWN = fields.Dict(
+    required=True, allow_none=True,
+    metadata={"description": "null, or `{\"fingerprint_sha256\", \"subject\", "
+                            "\"not_after\"}` of the client certificate (never its key)"})
+_OAUTH2_SHOWN = fields.Dict(
+    required=True, allow_none=True,
+    metadata={"description": "null, or `oauth2` as set, without `client_secret`"})
+
+
 @with_request_options(create=True)
 class SubscriptionCreateSchema(Schema):
     """Body of ``POST /subscriptions``; unknown fields are refused."""
@@ -140,6 +185,8 @@ class SubscriptionCreateSchema(Schema):
     event_types = _event_types(load_default=None)
     description = _description(load_default=None)
     headers = _headers(load_default=dict)
+    client_certificate = _client_certificate()
+    oauth2 = _oauth2()
 
 
 @with_request_options(create=False)
@@ -150,6 +197,8 @@ class SubscriptionUpdateSchema(Schema):
     event_types = _event_types()
     description = _description()
     headers = _headers()
+    client_certificate = _client_certificate()
+    oauth2 = _oauth2()
 
 
 @with_answer_options
@@ -183,6 +232,8 @@ class SubscriptionSchema(Schema):
         required=True, allow_none=True,
         metadata={"description": "when a staged secret takes over (signs, and becomes "
                                  "`secret`); null when none is staged"})
+    client_certificate = _CERTIFICATE_SHOWN
+    oauth2 = _OAUTH2_SHOWN
 
 
 class SubscriptionWithSecretSchema(SubscriptionSchema):
@@ -231,6 +282,7 @@ def subscription_resource(subscription: Subscription, now: dt.datetime | None = 
         "created_at": subscription.created_at,
         "headers": subscription.headers or {},
         **option_values(subscription),
+        **shown_credentials(subscription),
         "next_secret_active_at": secrets.next_secret_active_at,
         "secret": secrets.secret,
         "next_secret": secrets.next_secret,

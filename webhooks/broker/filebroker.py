@@ -77,6 +77,16 @@ class Transport(filesystem.Transport):
 
     Channel = Channel
 
+    # The URL is shown as given (as_uri), not parsed into host, user and password: a folder
+    # has none, and kombu's own rendering masked a password that is not there
+    # ("webhooks.broker.filebroker:Transport://:**@localhost//" in the worker's banner and
+    # its "Connected to" line, which the JSON log turned into ":[redacted]@").
+    can_parse_url = True
+
+    def as_uri(self, uri: str, include_password: bool = False, mask: str = "**") -> str:
+        """How Celery and kombu show this broker: ``filesystem://``, the URL it was given."""
+        return uri if "://" in (uri or "") else "filesystem://"
+
     @property
     def default_connection_params(self):
         """No default host: a folder has none.

@@ -35,7 +35,7 @@ def _database_errors():
 
     try:
         yield
-    except SchemaNotReady as exc:
+    except (SchemaNotReady, ConfigError) as exc:  # ConfigError: a SQLite file in no folder
         _fail(str(exc))
     except SQLAlchemyError as exc:
         cause = str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""]
@@ -233,22 +233,59 @@ def operational() -> None:
 @click.argument("url")
 @click.option("--types", "types", default=None,
               help="comma-separated operational event types (default: all four)")
+@click.option("--client-certificate", "certificate_file", type=click.File("r"), default=None,
+              help="PEM file of the client certificate (the chain, leaf first) presented on an "
+                   "https endpoint that requires one; with --client-key")
+@click.option("--client-key", "key_file", type=click.File("r"), default=None,
+              help="PEM file of its private key, unencrypted")
+@click.option("--oauth2-token-url", default=None,
+              help="OAuth2 client-credentials grant: the token URL; with --oauth2-client-id "
+                   "and the client secret")
+@click.option("--oauth2-client-id", default=None)
+@click.option("--oauth2-client-secret", default=None, envvar="WEBHOOKS_OAUTH2_CLIENT_SECRET",
+              help="the client secret; better read from WEBHOOKS_OAUTH2_CLIENT_SECRET than "
+                   "typed where the command line is seen")
+@click.option("--oauth2-scope", default=None)
+@click.option("--oauth2-audience", default=None)
 @_needs_schema
-def operational_add(url: str, types: str | None) -> None:
+def operational_add(url: str, types: str | None, certificate_file, key_file, **oauth2) -> None:
     """Add an operational endpoint; prints {"id", "url", "secret", "event_types"}
-    (the secret that signs its notices is shown only this once)."""
+    (the secret that signs its notices is shown only this once), and the credentials it is
+    sent with (CONTRACT 10.3), shown as the API shows them."""
+    from webhooks.errors import InvalidCredential
     from webhooks.operational import endpoints
+    from webhooks.services.credentials import credential_changes, shown_credentials
     from webhooks.storage.db import session_scope
 
     try:
         event_types = endpoints.parse_types(types)
+        credentials = credential_changes(
+            {"url": url, **_credentials_given(certificate_file, key_file, oauth2)}, None)
         with session_scope() as session:
-            endpoint = endpoints.add(session, url, event_types)
+            endpoint = endpoints.add(session, url, event_types, **credentials)
             shown = {"id": endpoint.id, "url": endpoint.url, "secret": endpoint.secret,
                      "event_types": endpoint.event_types}
-    except endpoints.InvalidEndpoint as exc:
+            if credentials:
+                shown.update({name: value for name, value in shown_credentials(endpoint).items()
+                              if value is not None})
+    except (endpoints.InvalidEndpoint, InvalidCredential) as exc:
         _fail(str(exc))
     click.echo(json.dumps(shown))
+
+
+def _credentials_given(certificate_file, key_file, oauth2: dict) -> dict:
+    """``client_certificate`` and ``oauth2`` as the API takes them, from the add options."""
+    given = {}
+    if certificate_file is not None or key_file is not None:
+        if certificate_file is None or key_file is None:
+            _fail("--client-certificate and --client-key go together")
+        given["client_certificate"] = {"certificate": certificate_file.read(),
+                                       "private_key": key_file.read()}
+    settings = {name.removeprefix("oauth2_"): value for name, value in oauth2.items()
+                if value is not None}
+    if settings:
+        given["oauth2"] = settings
+    return given
 
 
 @operational.command("list")

@@ -72,17 +72,6 @@ def dev_environment(base: dict[str, str], *, port: int) -> dict[str, str]:
     return env
 
 
-def _gunicorn_extra() -> list[str]:
-    """Newer gunicorn opens a control socket in ~/.gunicorn; two dev servers would share it."""
-    try:
-        from gunicorn.config import KNOWN_SETTINGS
-    except ImportError:
-        return []
-    return ["--no-control-socket"] if any(
-        "--no-control-socket" in (setting.cli or ()) for setting in KNOWN_SETTINGS
-    ) else []
-
-
 # Celery's warning when the worker runs as root: eight lines at every start
 # (in containers, often). `webhooks dev` says it in one line instead (run()).
 ROOT_WARNING = "You're running the worker with superuser privileges"
@@ -110,7 +99,8 @@ def process_specs(*, host: str, port: int, log_level: str = "INFO") -> list[tupl
         ("web", [python, "-m", "gunicorn", "--bind", f"{host}:{port}", "--workers", "2",
                  "--threads", "4", "--worker-class", WEB_WORKER_CLASS,
                  "--log-level", gunicorn_level, *access_log,
-                 *_gunicorn_extra(), "web:create_app()"]),
+                 # The Procfile's: two dev servers of one user would share a control socket.
+                 "--no-control-socket", "web:create_app()"]),
         ("worker", [python, "-m", "celery", *quiet, "-A", "worker", "worker",
                     "--loglevel", log_level, "--pool", "prefork",
                     "--concurrency", str(DEV_WORKER_CONCURRENCY),

@@ -103,8 +103,13 @@ class Supervisor:
             self.out.flush()
 
     def _pump(self, child: _Child) -> None:
+        """Print each line ``child`` writes, prefixed with its name; blank lines are dropped:
+        alone behind a prefix they say nothing (Celery writes one before each shutdown
+        message, which showed as a bare ``worker |`` line)."""
         for raw in iter(child.process.stdout.readline, b""):
-            self.say(raw.decode("utf-8", "replace").rstrip(), child.name)
+            line = raw.decode("utf-8", "replace").rstrip()
+            if line.strip():
+                self.say(line, child.name)
         child.process.stdout.close()
 
     def _on_signal(self, signum, _frame) -> None:

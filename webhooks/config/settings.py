@@ -17,6 +17,8 @@ from typing import Mapping
 from webhooks.config.values import (
     DEFAULT_RETRY_DELAYS, DEFAULT_VERSION, SERVICE_NAME_RE, SENTINEL_NAME_RE, read_database_url, purge_batch, purge_seconds, get, positive_number, retry_delays, boolean, matching, version, secret_key, ca_bundle, metrics_token, log_level, rate_limit, rate_limit_storage,
 )
+from webhooks.config.values import database_url_of
+from webhooks.config.egress import EgressProxy, egress_proxy
 from webhooks.errors import ConfigError  # noqa: F401 - raised by the parsers; callers catch it from here
 
 __all__ = ["Settings", "get_settings", "load_settings", "reset_settings_cache"]
@@ -84,6 +86,9 @@ class Settings:
     # (PostgreSQL's synchronous_commit = off); emit_event and the API never do.
     durable_attempts: bool = False
     ca_bundle: str | None = None  # None: certifi's bundle
+    # The operator's CONNECT proxy for every connection to a subscriber (config/egress.py);
+    # None: connect directly.
+    egress_proxy: EgressProxy | None = None
     # Rate limits in the notation of the ``limits`` library ("100 per second",
     # "5 per 5 seconds; 60 per hour"), counted over a moving window; None: no limit.
     api_rate_limit: str | None = "100 per second"
@@ -134,7 +139,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
     """Parse settings from ``env`` (default: ``os.environ``); raise ConfigError if malformed."""
     env = os.environ if env is None else env
     data_dir = Path(get(env, "WEBHOOKS_DATA_DIR") or "webhooks-data").absolute()
-    database_url = get(env, "WEBHOOKS_DATABASE_URL") or f"sqlite:///{data_dir / 'webhooks.db'}"
+    database_url = (database_url_of(env, "WEBHOOKS_DATABASE_URL")
+                    or f"sqlite:///{data_dir / 'webhooks.db'}")
     broker_url = get(env, "WEBHOOKS_BROKER_URL") or "filesystem://"
     countdown_limit = positive_number(
         env, "WEBHOOKS_COUNTDOWN_LIMIT", 300, integer=True, allow_zero=True
@@ -214,6 +220,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
             env, "WEBHOOKS_DB_MAX_OVERFLOW", 10, integer=True, allow_zero=True),
         durable_attempts=boolean(env, "WEBHOOKS_DURABLE_ATTEMPTS", False),
         ca_bundle=ca_bundle(env),
+        egress_proxy=egress_proxy(env),
         api_rate_limit=rate_limit(env, "WEBHOOKS_API_RATE_LIMIT", Settings.api_rate_limit),
         test_rate_limit=rate_limit(env, "WEBHOOKS_TEST_RATE_LIMIT", Settings.test_rate_limit),
         rate_limit_storage_url=rate_limit_storage(env, broker_url),

@@ -14,6 +14,7 @@ __all__ = [
     "get", "positive_number", "retry_delays", "boolean", "matching", "version", "secret_key",
     "ca_bundle", "metrics_token", "log_level", "rate_limit", "rate_limit_storage",
     "purge_batch", "purge_seconds", "read_database_url", "SENTINEL_NAME_RE",
+    "database_url_of", "supported_database_url", "SUPPORTED_DATABASE_URLS",
 ]
 
 DEFAULT_RETRY_DELAYS = (60, 300, 1800, 7200, 43200)
@@ -265,6 +266,52 @@ def rate_limit_storage(env, broker_url: str) -> str:
     return "memory://"
 
 
+# The database URLs the service can use. A bare postgresql:// (and Heroku's postgres://)
+# goes through psycopg2, the driver setup.cfg installs: SQLAlchemy 2.1 would pick
+# psycopg 3 for it, which is not installed, and the process died on a ModuleNotFoundError.
+POSTGRESQL_DRIVER = "postgresql+psycopg2"
+_POSTGRESQL_SCHEMES = ("postgresql", "postgres", POSTGRESQL_DRIVER)
+_SQLITE_SCHEMES = ("sqlite", "sqlite+pysqlite")
+SUPPORTED_DATABASE_URLS = ("a PostgreSQL URL (postgresql://, postgres:// or "
+                           "postgresql+psycopg2://, used through psycopg2) or a SQLite one "
+                           "(sqlite:///<file>)")
+
+
+def supported_database_url(raw: str, name: str) -> str:
+    """``raw`` as the engines take it (PostgreSQL through psycopg2), or ConfigError naming
+    ``name`` and the supported forms. The message never repeats the URL: it may hold a
+    password."""
+    scheme, separator, rest = raw.partition("://")
+    scheme = scheme.lower()
+    if not separator:
+        raise ConfigError(f"{name} must be {SUPPORTED_DATABASE_URLS}; got a value that is "
+                          "not a URL")
+    if scheme in _POSTGRESQL_SCHEMES:
+        url = f"{POSTGRESQL_DRIVER}://{rest}"
+    elif scheme in _SQLITE_SCHEMES:
+        url = raw
+    else:
+        raise ConfigError(f"{name} must be {SUPPORTED_DATABASE_URLS}; got a {scheme}:// URL")
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        raise ConfigError(f"{name} must be {SUPPORTED_DATABASE_URLS}; got a malformed "
+                          f"{scheme}:// URL") from None
+    if scheme in _SQLITE_SCHEMES and parsed.database in (None, "", ":memory:"):
+        raise ConfigError(f"{name} must name a SQLite file (sqlite:///<file>): an in-memory "
+                          "database would be a new, empty one in every process and connection")
+    return url
+
+
+def database_url_of(env, name: str) -> str | None:
+    """``env[name]``, a database URL the service can use (supported_database_url); None if unset."""
+    raw = get(env, name)
+    return supported_database_url(raw, name) if raw else None
+
+
 def read_database_url(env, database_url: str) -> str:
     """WEBHOOKS_READ_DATABASE_URL: a replica of the primary on the same backend ("" = none).
 
@@ -274,9 +321,10 @@ def read_database_url(env, database_url: str) -> str:
     raw = get(env, name)
     if not raw:
         return ""
-    if not raw.startswith(("postgresql://", "postgresql+")):
-        raise ConfigError(f"{name} must be a postgresql:// URL of a streaming replica, got a "
-                          f"{raw.partition('://')[0] or 'malformed'} URL")
-    if not database_url.startswith(("postgresql://", "postgresql+")):
+    scheme, separator, _ = raw.partition("://")
+    if not separator or scheme.lower() not in _POSTGRESQL_SCHEMES:
+        got = f"a {scheme}:// URL" if separator else "a value that is not a URL"
+        raise ConfigError(f"{name} must be a postgresql:// URL of a streaming replica, got {got}")
+    if not database_url.startswith(POSTGRESQL_DRIVER + "://"):
         raise ConfigError(f"{name} needs WEBHOOKS_DATABASE_URL to be a PostgreSQL primary")
-    return raw
+    return supported_database_url(raw, name)

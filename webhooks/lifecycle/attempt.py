@@ -21,6 +21,7 @@ from sqlalchemy.exc import OperationalError
 from webhooks.broker.countdowns import CountdownBudget
 from webhooks.broker.outbox import publish_now
 from webhooks.config import Settings, get_settings
+from webhooks.config.egress import EgressProxy
 from webhooks.events.envelope import MODE
 from webhooks.lifecycle import adaptive_pace, pacing
 from webhooks.lifecycle import policy
@@ -28,7 +29,8 @@ from webhooks.lifecycle import group_commit
 from webhooks.lifecycle.claim import Caps, Claim, claim, claim_many
 from webhooks.lifecycle.failure_kinds import internal_error
 from webhooks.lifecycle.record import Recorded, groups, record, record_many
-from webhooks.sender.post import LOCATION_LIMIT, AttemptResult, HttpSender, Sender
+from webhooks.sender.post import (LOCATION_LIMIT, AttemptResult, HttpSender, ReceiverCredentials,
+                                  Sender)
 from webhooks.sender.retry_after import retry_after_seconds
 from webhooks.signing import sign, standard_headers
 from webhooks.storage import clock
@@ -58,13 +60,16 @@ def _budget(maximum: int) -> CountdownBudget:
 
 
 @functools.lru_cache(maxsize=4)
-def _sender(timeout: float, allow_private: bool, ca_bundle: str | None) -> HttpSender:
-    return HttpSender(timeout=timeout, allow_private=allow_private, ca_bundle=ca_bundle)
+def _sender(timeout: float, allow_private: bool, ca_bundle: str | None,
+            proxy: EgressProxy | None, user_agent: str) -> HttpSender:
+    return HttpSender(timeout=timeout, allow_private=allow_private, ca_bundle=ca_bundle,
+                      proxy=proxy, user_agent=user_agent)
 
 
 def default_sender(settings: Settings) -> Sender:
     """The process's HTTP sender for these settings (connection pools are reused)."""
-    return _sender(settings.timeout, settings.allow_private_targets, settings.ca_bundle)
+    return _sender(settings.timeout, settings.allow_private_targets, settings.ca_bundle,
+                   settings.egress_proxy, f"{settings.service_name}-Webhooks")
 
 
 def rules_of(settings: Settings) -> policy.Rules:
@@ -224,11 +229,18 @@ def _in_transaction(engine, work, doing: str):
 
 
 def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
-    """The sender's result, signed now. A sender that raises is a fault of ours, never the
-    receiver's: it becomes a failed attempt ("internal error: <type>"), not an abandoned claim."""
+    """The sender's result, signed now, with the credentials its receiver requires (only
+    then: a sender for tests needs no such argument). A sender that raises is a fault of
+    ours, never the receiver's: it becomes a failed attempt ("internal error: <type>"), not
+    an abandoned claim."""
     started = time.monotonic()
     try:
-        return sender(claim.url, claim.body, delivery_headers(claim, settings, int(time.time())))
+        headers = delivery_headers(claim, settings, int(time.time()))
+        if claim.client_certificate is None and claim.oauth2 is None:
+            return sender(claim.url, claim.body, headers)
+        credentials = ReceiverCredentials(claim.subscription_id, claim.client_certificate,
+                                          claim.oauth2)
+        return sender(claim.url, claim.body, headers, credentials=credentials)
     except Exception as exc:  # noqa: BLE001 - defence in depth: the claim must end recorded
         log.exception("the sender raised on attempt %d of delivery %s",
                       claim.attempt_number, claim.delivery_id)

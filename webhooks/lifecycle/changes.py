@@ -19,6 +19,7 @@ from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.errors import Conflict, NotFound
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.states import DeliveryStatus, PauseReason, SubscriptionStatus, held_while
+from webhooks.storage import oauth2_tokens
 from webhooks.storage.models import Delivery, Subscription, new_id
 from webhooks.tenants.options import SETTABLE
 from webhooks.tenants.schemes import DEFAULT_SCHEME, SignatureScheme, new_secret
@@ -43,7 +44,9 @@ ACTIVE = SubscriptionStatus.ACTIVE.value
 # The settings of a subscription that its owner may set (at creation and later), with
 # their defaults: inputs are validated by the caller (web/schemas, custom_headers.py).
 # Beside the three of every subscription, the options declared in tenants/options.py.
-SETTINGS = {"event_types": None, "description": None, "headers": None, **SETTABLE}
+SETTINGS = {"event_types": None, "description": None, "headers": None, **SETTABLE,
+            # the credentials its receiver requires, stored as tenants/credentials.py makes them
+            "client_certificate": None, "oauth2": None}
 
 
 def create_subscription(
@@ -106,6 +109,9 @@ def change_subscription(session: Session, subscription_id: str, **changes) -> No
     )
     if found.rowcount != 1:
         raise NotFound("subscription not found")
+    if "oauth2" in changes:
+        # No token of the old settings stays stored; the next attempt fetches one.
+        oauth2_tokens.forget(session, subscription_id)
 
 
 def pause_subscription(session, subscription_id: str, now: dt.datetime,

@@ -72,6 +72,9 @@ class Claim:
     pace_rate_at: float | None = None  # when it was set, unix seconds (it climbs from then)
     signature_scheme: str = "service"  # tenants/schemes.py
     staged_secret: str | None = None  # a staged rotation's next secret (signs too: standard)
+    # The credentials its receiver requires (tenants/credentials.py), as stored; None: none.
+    client_certificate: Mapping[str, str] | None = None
+    oauth2: Mapping[str, str] | None = None
     # The subscription's stored values (None: null) of the options declared ``claimed``
     # (tenants/options.py), by name: what an attempt uses beside the fields above.
     options: Mapping[str, object] = field(default_factory=dict)
@@ -156,6 +159,7 @@ _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            subscriptions.c.in_flight_limit,
            subscriptions.c.signature_scheme,
            staged_secret(subscriptions, _NOW).label("staged_secret"),
+           subscriptions.c.client_certificate, subscriptions.c.oauth2,
            *(subscriptions.c[name] for name in CLAIMED))
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced, deliveries.c.ordering_key, deliveries.c.key_sequence)
@@ -216,6 +220,7 @@ def _claimed(delivery_id: str, attempt_count: int, row) -> Claim:
                  key_sequence=loaded["key_sequence"], in_flight_limit=loaded["in_flight_limit"],
                  signature_scheme=loaded["signature_scheme"] or "service",
                  staged_secret=loaded["staged_secret"],
+                 client_certificate=loaded["client_certificate"], oauth2=loaded["oauth2"],
                  options={name: loaded[name] for name in CLAIMED})
 
 

@@ -37,6 +37,8 @@ class ErrorKind(str, enum.Enum):
     TLS = "tls"
     PROTOCOL = "protocol"
     INTERNAL = "internal"
+    PROXY = "proxy"  # the egress proxy could not be reached or refused the tunnel
+    OAUTH2 = "oauth2"  # no token from the subscription's OAuth2 token URL: not sent
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,10 @@ def timeout(phase: str, seconds: float) -> Failure:
 
 
 def failure(kind: ErrorKind, detail: str = "") -> Failure:
-    """A Failure of ``kind`` with its standard sentence, ``detail`` appended in parentheses."""
+    """A Failure of ``kind`` with its standard sentence, ``detail`` appended in parentheses
+    (after a colon for the proxy's and the token URL's, whose details are sentences)."""
+    if kind in (ErrorKind.PROXY, ErrorKind.OAUTH2):
+        return Failure(kind, f"{_SENTENCES[kind]}: {detail}" if detail else _SENTENCES[kind])
     text = _SENTENCES[kind] + (f" ({detail})" if detail else "")
     return Failure(kind, text)
 
@@ -78,6 +83,8 @@ _SENTENCES = {
     ErrorKind.TLS: "TLS error: handshake failed",
     ErrorKind.PROTOCOL: "protocol error: the endpoint's answer is not valid HTTP",
     ErrorKind.INTERNAL: "internal error",
+    ErrorKind.PROXY: "proxy error",
+    ErrorKind.OAUTH2: "oauth2 error",
 }
 
 # OpenSSL's X509_V_ERR_* codes (x509_vfy.h) as ssl.SSLCertVerificationError.verify_code.

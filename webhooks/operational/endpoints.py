@@ -57,9 +57,11 @@ def url_refusal(url: str) -> str | None:
     return target_refusal(url)
 
 
-def add(session: Session, url: str, event_types: list[str]) -> Subscription:
+def add(session: Session, url: str, event_types: list[str], **credentials) -> Subscription:
     """A new operational endpoint, in the caller's transaction (the operator account is
-    created with the first). InvalidEndpoint for a refused URL or an unknown type."""
+    created with the first). InvalidEndpoint for a refused URL or an unknown type.
+    ``credentials`` are its ``client_certificate`` and ``oauth2`` as stored, already checked
+    (services/credentials.py)."""
     refusal = url_refusal(url)
     if refusal:
         raise InvalidEndpoint(refusal)
@@ -69,7 +71,8 @@ def add(session: Session, url: str, event_types: list[str]) -> Subscription:
     operator_account(session)
     return changes.create_subscription(
         session, OPERATOR_ACCOUNT_ID, url, now=utcnow(), event_types=list(event_types),
-        description=DESCRIPTION, max_in_flight=get_settings().operational_max_in_flight)
+        description=DESCRIPTION, max_in_flight=get_settings().operational_max_in_flight,
+        **credentials)
 
 
 def shown(endpoint: Subscription, counts: dict[str, int] | None = None) -> dict:

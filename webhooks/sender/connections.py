@@ -18,12 +18,23 @@ Each seam records what failed there on the attempt (``AttemptDeadline.failure``)
 because by the time requests raises, urllib3 has wrapped the cause.
 Every resolved address is vetted by the guard (netguard.py) before it is
 connected to, so a name that resolves to a private address is refused.
+
+With WEBHOOKS_EGRESS_PROXY the socket is a ``CONNECT`` tunnel of the proxy
+(tunnel.py), asked for the address the guard approved (or, in ``name`` mode,
+the host name); the proxy's set-up runs under the same deadline. urllib3's
+own proxy support does not fit this seam: its ``ProxyManager`` forwards plain
+``http`` requests in absolute form instead of tunnelling them, and its tunnel
+names the URL's host, so the guard would vet the proxy's address instead of
+the endpoint's, and the TLS and ``Host`` of the request would change with the
+tunnel target. Here only the socket changes; urllib3 then speaks through it
+exactly as on a direct connection.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import ipaddress
+import logging
 import os
 import socket
 import ssl
@@ -35,15 +46,19 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util.connection import allowed_gai_family
 
+from webhooks.config.egress import ConnectMode, EgressProxy
 from webhooks.errors import DestinationRefused
 from webhooks.lifecycle.failure_kinds import ErrorKind, Failure, failure, timeout, tls_failure
 from webhooks.sender.deadline import AttemptDeadline
 from webhooks.sender.netguard import describe_refusal, is_public_address
+from webhooks.sender.tunnel import ProxyRefused, open_tunnel, proxy_failure
 
 __all__ = ["Resolver", "system_resolver", "begin", "end", "pool_classes"]
 
 # getaddrinfo-shaped: (host, port) -> [(family, type, proto, canonname, sockaddr), ...]
 Resolver = Callable[[str, int], list]
+
+log = logging.getLogger("webhooks.egress")
 
 _current = threading.local()  # the AttemptDeadline of the attempt this thread is making
 
@@ -137,20 +152,23 @@ class _GuardedConnectionMixin:
 
     def _new_conn(self) -> socket.socket:
         attempt = _attempt()
-        host = self._dns_host.strip("[]")
+        candidates = self._resolved(attempt, self._dns_host.strip("[]"))
+        attempt.phase = "connect"
+        sock = self._connect_to_first(attempt, candidates)
+        attempt.phase = "tls" if self.is_tls else "response"
+        return sock
+
+    def _resolved(self, attempt: AttemptDeadline, host: str) -> list:
+        """The endpoint host's addresses (getaddrinfo's tuples), looked up within the deadline."""
         attempt.phase = "dns"
         try:
-            candidates = _resolve(self.resolver, attempt, host, self.port)
+            return _resolve(self.resolver, attempt, host, self.port)
         except concurrent.futures.TimeoutError as exc:
             attempt.failure = timeout("dns", attempt.budget)
             raise ConnectTimeoutError(self, "DNS look-up timed out") from exc
         except OSError as exc:
             attempt.failure = failure(ErrorKind.DNS)
             raise NameResolutionError(self.host, self, exc) from exc
-        attempt.phase = "connect"
-        sock = self._connect_to_first(attempt, candidates)
-        attempt.phase = "tls" if self.is_tls else "response"
-        return sock
 
     def _connect_to_first(self, attempt: AttemptDeadline, candidates: list) -> socket.socket:
         refused_addresses, errors = [], []
@@ -158,17 +176,9 @@ class _GuardedConnectionMixin:
             if not self.allow_private and not is_public_address(sockaddr[0]):
                 refused_addresses.append(sockaddr[0])
                 continue
-            sock = socket.socket(family, socktype, proto)
-            attempt.watch(sock)
             try:
-                for level, option, value in self.socket_options or ():
-                    sock.setsockopt(level, option, value)
-                sock.settimeout(attempt.remaining())
-                sock.connect(sockaddr)
-                return sock
+                return self._connect_one(attempt, family, socktype, proto, sockaddr)
             except OSError as exc:
-                attempt.watch(None)  # before close: the number may be reused at once
-                sock.close()
                 if isinstance(exc, TimeoutError) or attempt.expired:
                     attempt.failure = timeout("connect", attempt.budget)
                     raise ConnectTimeoutError(self, "connect timed out") from exc
@@ -176,9 +186,24 @@ class _GuardedConnectionMixin:
         if errors:
             attempt.failure = _connect_failure(errors)
             raise NewConnectionError(self, "Failed to establish a new connection") from errors[-1]
-        reason = describe_refusal(refused_addresses[0]) if refused_addresses else "no address found"
-        attempt.failure = Failure(ErrorKind.DESTINATION, f"refused: {reason}")
-        raise DestinationRefused(reason)
+        _refuse(attempt, refused_addresses)
+
+    def _connect_one(self, attempt: AttemptDeadline, family, socktype, proto,
+                     sockaddr) -> socket.socket:
+        """A socket connected to ``sockaddr`` within the time left, and watched; on OSError
+        it is closed (unwatched first) before the error propagates."""
+        sock = socket.socket(family, socktype, proto)
+        attempt.watch(sock)
+        try:
+            for level, option, value in self.socket_options or ():
+                sock.setsockopt(level, option, value)
+            sock.settimeout(attempt.remaining())
+            sock.connect(sockaddr)
+            return sock
+        except OSError:
+            attempt.watch(None)  # before close: the number may be reused at once
+            sock.close()
+            raise
 
     def connect(self):
         attempt = _attempt()
@@ -202,6 +227,107 @@ class _GuardedConnectionMixin:
         return super().request(*args, **kwargs)
 
 
+def _refuse(attempt: AttemptDeadline, refused_addresses: list[str]) -> None:
+    """Raise DestinationRefused: every address was refused by the guard, or none was found."""
+    reason = describe_refusal(refused_addresses[0]) if refused_addresses else "no address found"
+    attempt.failure = Failure(ErrorKind.DESTINATION, f"refused: {reason}")
+    raise DestinationRefused(reason)
+
+
+class _TunnelledConnectionMixin(_GuardedConnectionMixin):
+    """A guarded connection whose socket is a CONNECT tunnel of the egress proxy (tunnel.py).
+
+    ``address`` mode resolves and vets the endpoint's host as a direct
+    connection does and asks the proxy for the approved address; ``name``
+    mode asks for the host name (only a literal address is vetted: the
+    service sees nothing else). The proxy itself is the operator's choice and
+    is never vetted. Everything runs under the attempt's deadline; every way
+    the proxy fails is recorded as ``ErrorKind.PROXY``.
+    """
+
+    # Not ``proxy``: urllib3's connections have an attribute of that name (its own proxies).
+    egress_proxy: EgressProxy
+
+    def _new_conn(self) -> socket.socket:
+        attempt = _attempt()
+        targets = self._tunnel_targets(attempt, self._dns_host.strip("[]"))
+        sock = self._tunnel_to_first(attempt, targets)
+        attempt.phase = "tls" if self.is_tls else "response"
+        return sock
+
+    def _tunnel_targets(self, attempt: AttemptDeadline, host: str) -> list[str]:
+        """What the CONNECT line may name: the approved addresses, or (``name`` mode) the
+        host name itself."""
+        if self.egress_proxy.mode is ConnectMode.NAME and not _is_address(host):
+            return [host]  # the proxy resolves it, and its own rules apply
+        addresses = list(dict.fromkeys(sockaddr[0] for *_, sockaddr in
+                                       self._resolved(attempt, host)))
+        approved = [a for a in addresses if self.allow_private or is_public_address(a)]
+        if not approved:
+            _refuse(attempt, addresses)
+        return approved
+
+    def _tunnel_to_first(self, attempt: AttemptDeadline, targets: list[str]) -> socket.socket:
+        """A tunnel to the first target the proxy reaches; the next target is tried only
+        when the proxy answered 5xx (it could not reach that one)."""
+        refused: ProxyRefused | None = None
+        for target in targets:
+            sock = self._connect_to_proxy(attempt)
+            try:
+                sock.settimeout(attempt.remaining())
+                open_tunnel(sock, self.egress_proxy, target, self.port)
+                return sock
+            except OSError as exc:
+                attempt.watch(None)  # before close: the number may be reused at once
+                sock.close()
+                if attempt.expired or isinstance(exc, TimeoutError):
+                    attempt.failure = proxy_failure(
+                        f"no answer to CONNECT within {attempt.budget:g} s")
+                    raise ConnectTimeoutError(self, "the egress proxy timed out") from exc
+                if not isinstance(exc, ProxyRefused):
+                    attempt.failure = proxy_failure(
+                        f"the connection to the egress proxy broke ({_reason(exc)})")
+                    raise NewConnectionError(self, attempt.failure.text) from exc
+                attempt.failure, refused = exc.failure, exc
+                if exc.status is None or exc.status < 500:
+                    break
+        raise NewConnectionError(self, attempt.failure.text) from refused
+
+    def _connect_to_proxy(self, attempt: AttemptDeadline) -> socket.socket:
+        """A socket connected to the egress proxy, watched, within the deadline."""
+        attempt.phase = "proxy"
+        proxy = self.egress_proxy
+        try:
+            candidates = _resolve(self.resolver, attempt, proxy.host, proxy.port)
+        except concurrent.futures.TimeoutError as exc:
+            attempt.failure = proxy_failure(
+                f"its host name did not resolve within {attempt.budget:g} s")
+            raise ConnectTimeoutError(self, "the egress proxy's look-up timed out") from exc
+        except OSError as exc:
+            attempt.failure = proxy_failure("its host name does not resolve")
+            raise NewConnectionError(self, attempt.failure.text) from exc
+        errors: list[OSError] = []
+        for family, socktype, protocol, _, sockaddr in candidates:
+            try:
+                return self._connect_one(attempt, family, socktype, protocol, sockaddr)
+            except OSError as exc:
+                if isinstance(exc, TimeoutError) or attempt.expired:
+                    attempt.failure = proxy_failure(
+                        f"no connection to the egress proxy within {attempt.budget:g} s")
+                    raise ConnectTimeoutError(self, "the egress proxy timed out") from exc
+                errors.append(exc)
+        reason = ("connection refused" if errors and all(
+            isinstance(e, ConnectionRefusedError) for e in errors) else
+            _reason(errors[-1]) if errors else "no address found")
+        log.warning("the egress proxy %s could not be reached: %s", proxy.shown, reason)
+        attempt.failure = proxy_failure(f"the egress proxy could not be reached ({reason})")
+        raise NewConnectionError(self, attempt.failure.text) from (errors[-1] if errors else None)
+
+
+def _reason(exc: OSError) -> str:
+    return (exc.strerror or type(exc).__name__).lower()
+
+
 def _connect_failure(errors: list[OSError]) -> Failure:
     """Refused when every address refused; otherwise the operating system's words for the last."""
     if all(isinstance(e, ConnectionRefusedError) for e in errors):
@@ -210,11 +336,16 @@ def _connect_failure(errors: list[OSError]) -> Failure:
     return failure(ErrorKind.CONNECTION, (last.strerror or type(last).__name__).lower())
 
 
-def pool_classes(allow_private: bool, resolver: Resolver) -> dict[str, type]:
-    """urllib3 pool classes, by scheme, whose connections are guarded as above."""
+def pool_classes(allow_private: bool, resolver: Resolver,
+                 proxy: EgressProxy | None = None) -> dict[str, type]:
+    """urllib3 pool classes, by scheme, whose connections are guarded as above; through
+    ``proxy``'s CONNECT tunnels when one is given (WEBHOOKS_EGRESS_PROXY)."""
     options = {"allow_private": allow_private, "resolver": staticmethod(resolver)}
-    http_conn = type("GuardedHTTPConnection", (_GuardedConnectionMixin, HTTPConnection), options)
-    https_conn = type("GuardedHTTPSConnection", (_GuardedConnectionMixin, HTTPSConnection),
+    mixin = _GuardedConnectionMixin
+    if proxy is not None:
+        mixin, options = _TunnelledConnectionMixin, {**options, "egress_proxy": proxy}
+    http_conn = type("GuardedHTTPConnection", (mixin, HTTPConnection), options)
+    https_conn = type("GuardedHTTPSConnection", (mixin, HTTPSConnection),
                       {**options, "is_tls": True})
     return {
         "http": type("GuardedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn}),

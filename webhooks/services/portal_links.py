@@ -2,7 +2,8 @@
 
 :func:`create_link` stores a :class:`~webhooks.storage.models.PortalLink` named by
 the SHA-256 of a random token and returns the token (the only copy: it goes
-into the link's URL). :func:`consume_link` spends a link once: a conditional
+into the link's URL). :func:`find_link` reads what a link would grant without
+spending it; :func:`consume_link` spends a link once: a conditional
 UPDATE sets ``used_at`` only where it is still NULL and the link has not
 expired, so of two opens at the same moment exactly one gets the link's
 account. Spent links (used or expired) do not pile up: every new link
@@ -23,7 +24,7 @@ from sqlalchemy.orm import Session
 from ..storage.models import PortalLink
 
 __all__ = ["EXPIRES_IN_DEFAULT", "EXPIRES_IN_RANGE", "CLEANUP_BATCH", "OpenedLink",
-           "create_link", "consume_link", "delete_spent"]
+           "create_link", "find_link", "consume_link", "delete_spent"]
 
 #: How long a link (and the session it opens) lasts, in seconds, unless the caller says.
 EXPIRES_IN_DEFAULT = 3600
@@ -65,6 +66,26 @@ def create_link(db: Session, account_id: str, now: dt.datetime, expires_in: int,
     return token, link
 
 
+def _unspent(token: str, now: dt.datetime):
+    """The WHERE clause of the link ``token`` names, while unused and unexpired."""
+    return (PortalLink.id == _digest(token), PortalLink.used_at.is_(None),
+            PortalLink.expires_at > now)
+
+
+def find_link(db: Session, token: object, now: dt.datetime) -> OpenedLink | None:
+    """What the link ``token`` names would grant if opened now, without spending it; None if
+    it is unknown, used or expired (the dashboard asks before a link replaces a session)."""
+    if not isinstance(token, str) or not token:
+        return None
+    row = db.execute(
+        select(PortalLink.account_id, PortalLink.expires_at, PortalLink.read_only)
+        .where(*_unspent(token, now))
+    ).first()
+    if row is None:
+        return None
+    return OpenedLink(account_id=row.account_id, expires_at=row.expires_at, read_only=row.read_only)
+
+
 def consume_link(db: Session, token: object, now: dt.datetime) -> OpenedLink | None:
     """Spend the link ``token`` names; what it grants, or None if it is unknown, used or expired.
 
@@ -75,8 +96,7 @@ def consume_link(db: Session, token: object, now: dt.datetime) -> OpenedLink | N
         return None
     row = db.execute(
         update(PortalLink)
-        .where(PortalLink.id == _digest(token), PortalLink.used_at.is_(None),
-               PortalLink.expires_at > now)
+        .where(*_unspent(token, now))
         .values(used_at=now)
         .returning(PortalLink.account_id, PortalLink.expires_at, PortalLink.read_only)
         .execution_options(synchronize_session=False)

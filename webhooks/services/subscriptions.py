@@ -14,6 +14,8 @@ from sqlalchemy.orm import Session
 
 from webhooks.config import get_settings
 from webhooks.lifecycle import changes
+from webhooks.services.credentials import (EXPIRY_WARNING_DAYS, certificate_expires_soon,
+                                           credential_changes, shown_credentials)
 from webhooks.storage.models import Subscription, utcnow
 from webhooks.tenants import custom_headers  # the rules of a subscription's headers
 from webhooks.tenants import rotation
@@ -22,7 +24,8 @@ from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES, scheme_problem
 
 __all__ = ["SETTINGS", "OPTIONS", "Kind", "Option", "SCHEMES", "DEFAULT_SCHEME", "scheme_problem",
            "custom_headers", "canonical_id", "owned", "create", "change", "change_scheme",
-           "delete", "option_values", "in_flight_limit"]
+           "delete", "option_values", "in_flight_limit", "credential_changes",
+           "shown_credentials", "certificate_expires_soon", "EXPIRY_WARNING_DAYS"]
 
 SETTINGS = changes.SETTINGS  # the settable fields, with their defaults
 

@@ -20,10 +20,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from webhooks.config import Settings, get_settings
 from webhooks.config.datadir import create_private_file, private_dir
+from webhooks.errors import ConfigError
 
 __all__ = ["make_engine", "get_engine", "get_attempt_engine", "get_autocommit_engine",
            "attempt_transaction", "in_autocommit", "in_transaction_block", "get_sessionmaker",
-           "session_scope", "dispose_engine"]
+           "session_scope", "dispose_engine", "sqlite_file", "check_sqlite_folder"]
 
 SQLITE_BUSY_TIMEOUT_S = 30
 
@@ -57,14 +58,36 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
 
-def _prepare_sqlite_file(database: str) -> None:
+def sqlite_file(url: str) -> Path | None:
+    """The absolute path of the file a ``sqlite:///<file>`` URL names; None for any other URL."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(parsed.database).absolute()
+
+
+def check_sqlite_folder(path: Path) -> None:
+    """Raise ConfigError if the SQLite file ``path`` would need a folder that does not exist.
+
+    Only the data folder (WEBHOOKS_DATA_DIR) is the service's to create. A
+    file named by WEBHOOKS_DATABASE_URL in a missing folder is a typo more
+    often than a wish: creating the folders (as root, once) hid it.
+    """
+    if path.parent != get_settings().data_dir and not path.parent.is_dir():
+        raise ConfigError(
+            f"WEBHOOKS_DATABASE_URL names the SQLite file {path}, whose folder {path.parent} does "
+            "not exist: create it first, or correct the URL (only the data folder, "
+            "WEBHOOKS_DATA_DIR, is created by webhooks)")
+
+
+def _prepare_sqlite_file(path: Path) -> None:
     """The database file, mode 0600, in a folder of mode 0700 (see webhooks/config/datadir.py).
 
-    A folder that exists and is not the data folder is left as it is: the
-    operator chose it (it may be /tmp).
+    The data folder is created if missing; any other folder must exist
+    (check_sqlite_folder) and is left as it is: the operator chose it (it may be /tmp).
     """
-    path = Path(database).absolute()
-    if path.parent == get_settings().data_dir or not path.parent.exists():
+    check_sqlite_folder(path)
+    if path.parent == get_settings().data_dir:
         private_dir(path.parent)
     create_private_file(path)
 
@@ -82,8 +105,9 @@ def make_engine(url: str, *, pre_ping: bool = True, attempts: bool = False,
     parsed = make_url(url)
     settings = get_settings()
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            _prepare_sqlite_file(parsed.database)
+        path = sqlite_file(url)
+        if path is not None:
+            _prepare_sqlite_file(path)
         engine = create_engine(
             url,
             connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False},

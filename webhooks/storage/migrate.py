@@ -2,32 +2,45 @@
 
 :func:`check_schema` tells the other commands whether the database is at this
 version's revision before they touch a table, so that a fresh or older
-database says "run webhooks db upgrade" instead of failing on a missing table.
+database says "run webhooks db upgrade" instead of failing on a missing table;
+:func:`schema_errors` gives ``emit_event``, which checks nothing beforehand
+(it runs on every event), the same answer when a table turns out to be missing.
+Every such message names the database, without its password.
+
+Alembic is imported when a function needs it, not with this module: it costs
+about 0.7 s, and ``emit_event``'s module imports this one for a path that only
+runs when something is already wrong.
 """
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
+from typing import Iterator
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.script.revision import ResolutionError
-from alembic.util.exc import CommandError
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from webhooks.config import get_settings
+from webhooks.config.logs import redact
 from webhooks.errors import SchemaNotReady
-from webhooks.storage.db import get_engine
+from webhooks.storage.db import check_sqlite_folder, get_engine, sqlite_file
 
-__all__ = ["upgrade", "alembic_config", "check_schema"]
+__all__ = ["upgrade", "alembic_config", "check_schema", "schema_errors"]
 
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 UPGRADE_HINT = "run `webhooks db upgrade`"
 
 
-def alembic_config(url: str | None = None) -> Config:
-    """An Alembic configuration for ``url`` (default: WEBHOOKS_DATABASE_URL)."""
+def _database_name(url: str | None = None) -> str:
+    """``url`` (default: WEBHOOKS_DATABASE_URL) as messages name it: its password masked."""
+    return redact(url or get_settings().database_url)
+
+
+def alembic_config(url: str | None = None):
+    """An Alembic ``Config`` for ``url`` (default: WEBHOOKS_DATABASE_URL)."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("sqlalchemy.url", (url or get_settings().database_url).replace("%", "%%"))
@@ -40,6 +53,8 @@ def upgrade(url: str | None = None, revision: str = "head") -> tuple[str | None,
     Returns the database's revision before and after, each None when there
     is no schema, so a caller can say what was done (``webhooks db upgrade``).
     """
+    from alembic import command
+
     config = alembic_config(url)
     with get_engine(url).begin() as connection:
         before = _current_revision(connection)
@@ -48,41 +63,98 @@ def upgrade(url: str | None = None, revision: str = "head") -> tuple[str | None,
         return before, _current_revision(connection)
 
 
+def _current_heads(connection) -> set[str]:
+    from alembic.runtime.migration import MigrationContext
+
+    return set(MigrationContext.configure(connection).get_current_heads())
+
+
 def _current_revision(connection) -> str | None:
     """The database's schema revision(s), comma-separated; None when it has no schema."""
-    heads = MigrationContext.configure(connection).get_current_heads()
-    return ", ".join(sorted(heads)) or None
+    return ", ".join(sorted(_current_heads(connection))) or None
 
 
-def _is_known(script: ScriptDirectory, revision: str) -> bool:
+def _is_known(script, revision: str) -> bool:
+    from alembic.script.revision import ResolutionError
+    from alembic.util.exc import CommandError
+
     try:
         return script.get_revision(revision) is not None
     except (ResolutionError, CommandError):
         return False
 
 
-def check_schema(url: str | None = None) -> None:
+def check_schema(url: str | None = None, *, engine: Engine | None = None) -> None:
     """Raise :class:`SchemaNotReady` unless the database is at this version's head revision.
 
-    The message says why and what to do: upgrade the database when it has no
-    schema or an older one; when it has a revision this version does not
-    know (a newer release migrated it), upgrade the code instead.
+    The message names the database and says why and what to do: upgrade the
+    database when it has no schema or an older one; when it has a revision
+    this version does not know (a newer release migrated it), upgrade the code
+    instead. A SQLite file that does not exist is not created here: from the
+    wrong folder, the default data folder (``./webhooks-data``) is another,
+    empty one, and the message says so. ``engine`` checks that engine's
+    database instead of ``url``'s (the caller's own, for ``emit_event(session=)``).
     """
+    from alembic.script import ScriptDirectory
+
+    url = url or (engine.url.render_as_string(hide_password=False) if engine is not None
+                  else get_settings().database_url)
+    name = _database_name(url)
+    _check_file_exists(url, name)
     script = ScriptDirectory.from_config(alembic_config(url))
     heads = set(script.get_heads())
-    with get_engine(url).connect() as connection:
-        current = set(MigrationContext.configure(connection).get_current_heads())
+    with (engine or get_engine(url)).connect() as connection:
+        current = _current_heads(connection)
     if current == heads:
         return
     wanted = ", ".join(sorted(heads))
     if not current:
-        raise SchemaNotReady(f"the database has no schema yet: {UPGRADE_HINT} first")
+        raise SchemaNotReady(f"the database {name} has no schema yet: {UPGRADE_HINT} first")
     found = ", ".join(sorted(current))
     if not all(_is_known(script, revision) for revision in current):
         raise SchemaNotReady(
-            f"the database's schema is at revision {found}, newer than this version of "
-            f"webhooks knows ({wanted}): install the newer webhooks that migrated it"
+            f"the schema of the database {name} is at revision {found}, newer than this "
+            f"version of webhooks knows ({wanted}): install the newer webhooks that migrated it"
         )
     raise SchemaNotReady(
-        f"the database's schema is at revision {found}, this version needs {wanted}: {UPGRADE_HINT}"
+        f"the schema of the database {name} is at revision {found}, this version needs "
+        f"{wanted}: {UPGRADE_HINT}"
     )
+
+
+def _check_file_exists(url: str, name: str) -> None:
+    """SchemaNotReady if ``url`` names a SQLite file that does not exist (ConfigError if its
+    folder does not either, as the engine would say)."""
+    path = sqlite_file(url)
+    if path is None or path.exists():
+        return
+    check_sqlite_folder(path)
+    hint = ""
+    if path.parent == get_settings().data_dir:
+        hint = (" (the data folder, WEBHOOKS_DATA_DIR, defaults to ./webhooks-data in the "
+                "folder webhooks is run from: if your data is elsewhere, run this from that "
+                "folder or set WEBHOOKS_DATA_DIR)")
+    raise SchemaNotReady(f"the database {name} does not exist yet: {UPGRADE_HINT} first to "
+                         f"create it{hint}")
+
+
+@contextlib.contextmanager
+def schema_errors(engine: Engine | None = None) -> Iterator[None]:
+    """Inside the block, a database error that a missing or older schema explains becomes
+    :class:`SchemaNotReady` naming the database (``engine``'s, default: the configured one).
+
+    Nothing is checked before the block runs: a table that is missing fails
+    its first statement (``no such table`` on SQLite, ``UndefinedTable`` on
+    PostgreSQL), and only then is the schema's revision read. Any other
+    error, and an error the revision does not explain, is raised as it was.
+    """
+    try:
+        yield
+    except (OperationalError, ProgrammingError) as error:
+        try:
+            check_schema(engine=engine)
+        except SchemaNotReady as not_ready:
+            raise not_ready from error
+        except SQLAlchemyError:
+            pass  # the database cannot be read either: the first error says more
+        raise

@@ -45,6 +45,7 @@ __all__ = [
     "DashboardSession",
     "PortalLink",
     "ScheduledRun",
+    "OAuth2Token",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -138,6 +139,12 @@ class Subscription(Base):
     # from then on; None: never set.
     pace_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
     pace_rate_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    # Credentials the receiver requires (tenants/credentials.py), stored as the signing
+    # secret is; write-only: answers show the certificate's fingerprint, subject and
+    # expiry, and oauth2 without its client_secret. None: not set.
+    client_certificate: Mapped[dict | None] = mapped_column(JSON(none_as_null=True),
+                                                            nullable=True)
+    oauth2: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
     def wants(self, event_type: str) -> bool:
         """True when this subscription receives events of ``event_type``."""
@@ -408,3 +415,26 @@ class ScheduledRun(Base):
     claimed_at: Mapped[dt.datetime]
     # Sends of the same slot by others than run_id, each refused.
     refused: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+
+
+class OAuth2Token(Base):
+    """The OAuth2 access token of a subscription, shared by every worker
+    (webhooks/storage/oauth2_tokens.py, webhooks/sender/oauth2_tokens.py).
+
+    Times are unix seconds by the database's clock. ``config_hash`` names the
+    subscription's ``oauth2`` settings the token was granted for: a token of
+    older settings is never used. A worker that fetches a token holds the
+    lease (``lease_owner`` until ``lease_until``), so one fetch serves all.
+    """
+
+    __tablename__ = "oauth2_tokens"
+
+    subscription_id: Mapped[str] = mapped_column(
+        ForeignKey("subscriptions.id", ondelete="CASCADE"), primary_key=True)
+    config_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    access_token: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Refreshed from refresh_at on (expires_in - 30 s); still usable until expires_at.
+    refresh_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    lease_owner: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    lease_until: Mapped[float | None] = mapped_column(Float, nullable=True)
