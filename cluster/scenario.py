@@ -211,7 +211,7 @@ class Cluster:
         Each is a session of its own, as another user's programs are: Linux's autogroup
         scheduler shares the CPUs between sessions first, so one ``stress-ng --cpu N``
         (one session) weighs as much as one of the cluster's many processes, however
-        large N (it slowed no sweep of a full run).
+        large N (beside ``stress-ng --cpu 2``, no sweep of a full run started late).
         """
         for number in range(spinners):
             self.processes.start(f"cpu-hog{number + 1}", self.host("ctl"),

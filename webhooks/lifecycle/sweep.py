@@ -80,8 +80,9 @@ def sweep(
     ``sent``: when beat sent this run (its slot's start), if it did. Steps 1 and 3
     judge what is overdue by it rather than by ``now``: a run that waited in the
     queue behind a backlog found every message published after it still queued,
-    and would have taken those for lost and sent them all again (under load each
-    late sweep doubled the backlog). It delays their recovery by the run's own wait.
+    and would have taken those for lost and sent them all again (a loaded cluster
+    then made 1.7 to 2.3 claims per attempt, docs/reliability.md). It delays their
+    recovery by the run's own wait.
 
     1. Claims whose worker died: sending for longer than the attempt time-out
        plus ``recover_after`` seconds go back to pending, count restored.
