@@ -30,9 +30,13 @@ install: $(BIN)/.installed
 ## cluster: the whole service as a cluster of network namespaces on this machine (root),
 ## under load through the full fault schedule; prints the figures and, last,
 ## `cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F` (docs/reliability.md).
+## CLUSTER_ARGS passes options on: `make cluster CLUSTER_ARGS=--cpu-hog` runs it beside
+## 2 spinning processes per CPU (stress-ng, installed then; a loaded machine);
+## `python -m cluster --help` lists them.
+CLUSTER_ARGS ?=
 cluster: $(BIN)/.installed
-	bash scripts/cluster-setup.sh
-	$(BIN)/python -m cluster
+	bash scripts/cluster-setup.sh $(if $(findstring --cpu-hog,$(CLUSTER_ARGS)),--cpu-hog)
+	$(BIN)/python -m cluster $(CLUSTER_ARGS)
 
 .PHONY: guides
 ## guides: docs/deploy.md, docs/upgrade.md and docs/integrate.md followed as written on a

@@ -1,15 +1,17 @@
-"""``python -m cluster [--short] [--faults a,b] [--seconds N] [--rate R]``: one run.
+"""``python -m cluster [--short] [--faults a,b] [--seconds N] [--rate R] [--cpu-hog [N]]``:
+one run.
 
 Prints the progress, each fault's figures, and as its last line
 ``cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F``;
 exits 0 only when L and S are 0. Needs root (network namespaces), PostgreSQL
 15's binaries, redis-server, nftables and faketime (scripts/cluster-setup.sh
-installs the Debian packages).
+installs the Debian packages; with ``--cpu-hog`` also stress-ng).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -24,7 +26,14 @@ def main(argv=None) -> int:
     parser.add_argument("--faults", help="comma-separated fault names (default: all)")
     parser.add_argument("--seconds", type=float, help="seconds of load")
     parser.add_argument("--rate", type=float, help="events a second from each emitter")
+    parser.add_argument("--cpu-hog", type=int, nargs="?", const=2 * (os.cpu_count() or 1),
+                        default=0, metavar="N", help="N processes spinning (stress-ng) beside "
+                        "the cluster, from the load's start to the end (default N: 2 per CPU)")
     args = parser.parse_args(argv)
+    if args.cpu_hog and shutil.which("stress-ng") is None:
+        print("cluster: --cpu-hog needs stress-ng (bash scripts/cluster-setup.sh --cpu-hog "
+              "installs it)", file=sys.stderr)
+        return 2
     faults = schedule.SHORT if args.short else schedule.FULL
     if args.faults == "none":
         faults = ()
@@ -34,7 +43,8 @@ def main(argv=None) -> int:
     rate = args.rate or (2.0 if args.short else 4.0)
     try:
         verdict, figures = run(faults, load_seconds=seconds, rate=rate,
-                               drain_timeout=120 if args.short else 180,
+                               drain_timeout=120 if args.short else 900,
+                               drain_stall=60 if args.short else 90, cpu_hog=args.cpu_hog,
                                log=lambda line: print(time.strftime("%H:%M:%S "), line,
                                                       sep="", flush=True))
     except KeyboardInterrupt:

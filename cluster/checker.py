@@ -20,14 +20,18 @@ counts:
   attempts: the failures recorded after its last success, by attempt id;
 - the sweep's runs per interval (:func:`sweep_runs`): each slot of
   WEBHOOKS_SWEEP_INTERVAL from the load's start to its end, with the run that
-  claimed it in ``scheduled_runs`` (at most one: its key) and the sends of it
-  refused; against the workers' logs, where each refused send says so.
+  claimed it in ``scheduled_runs`` (at most one: its key), that is the sweep
+  that started in it: its own send's, or a late one's (a run that starts after
+  its own slot ended claims the slot of now, webhooks/storage/scheduled_runs.py);
+  and the sends refused; against the workers' logs, where each refused send
+  and each late run says so.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,7 +99,8 @@ def read_primary(url: str) -> dict:
                 "SELECT a.id, d.subscription_id, a.outcome FROM attempts a "
                 "JOIN deliveries d ON d.id = a.delivery_id ORDER BY a.id"))],
             "sweep_runs": [dict(r._mapping) for r in connection.execute(text(
-                "SELECT extract(epoch FROM slot_start) AS slot, refused FROM scheduled_runs "
+                "SELECT extract(epoch FROM slot_start) AS slot, run_id, refused, "
+                "extract(epoch FROM claimed_at - slot_start) AS into FROM scheduled_runs "
                 "WHERE task = 'webhooks.sweep' ORDER BY slot_start"))],
         }
     engine.dispose()
@@ -180,55 +185,78 @@ def _check_counters(result: Verdict, primary: dict) -> None:
                                                 expected[subscription["id"]])
 
 
+_REFUSED = re.compile(r"webhooks\.sweep: the run of slot \S+ was made already")
+_LATE = re.compile(r"webhooks\.sweep: the run of slot \S+ \((\S+)\) starts ([\d.]+) s after "
+                   r"its slot ended")
+
+
 @dataclass
 class SweepRuns:
     """The sweep's runs per slot of its interval over the load (see :func:`sweep_runs`)."""
 
     interval: float
     slots: int = 0          # slots that started within the load
-    once: int = 0           # ... run exactly once
-    missed: dict = field(default_factory=dict)   # fault name (or "none") -> slots not run
-    refused: int = 0        # sends of a slot already run (a restarted or second beat)
+    once: int = 0           # ... in which one sweep started (a row: its key allows no second)
+    by_late: int = 0        # ... of those, by a late run sent for an earlier slot
+    missed: dict = field(default_factory=dict)   # fault name (or "none") -> slots without one
+    refused: int = 0        # sends refused because their slot's (or now's) sweep had started
     refused_in: dict = field(default_factory=dict)  # fault name -> refused sends
     refused_total: int = 0    # refused sends of the whole run (set-up and drain too)
     logged_refusals: int = 0  # the workers' log lines of refused sends (the whole run)
-    late: int = 0             # runs that started after their interval ended (workers' logs)
+    late: int = 0             # runs that started after their slot ended (workers' logs)
+    late_swept: int = 0       # ... that swept, in the slot of their start (the rest: refused)
+    latest_s: float = 0.0     # the latest of them: seconds after their slot ended
+    into_s: tuple = (0.0, 0.0)  # how far into its slot each sweep started (s): median, max
 
     def line(self) -> str:
-        missed = ", ".join(f"{name} {count}" for name, count in self.missed.items()) or "0"
+        missed = ", ".join(f"{name} {count}" for name, count in self.missed.items())
         refused = ", ".join(f"{name} {count}" for name, count in self.refused_in.items())
         return (f"cluster: sweep runs per {self.interval:g} s interval: {self.slots} intervals, "
-                f"{self.once} run exactly once, none twice, missed {missed}; "
-                f"{self.refused} sends refused ({refused or 'none in a fault'}); over the "
-                f"whole run {self.refused_total} refused, {self.logged_refusals} in the "
-                f"workers' logs, and {self.late} runs that started after their interval "
-                f"ended did nothing")
+                f"{self.once} with one sweep started in it ({self.by_late} of them by a late "
+                f"run; started {self.into_s[0]:g} s into it at the median, {self.into_s[1]:g} s "
+                f"at most), none with two, {sum(self.missed.values())} with none"
+                f"{f' ({missed})' if missed else ''}; {self.refused} sends refused "
+                f"({refused or 'none in a fault'}); over the whole run {self.refused_total} "
+                f"refused, {self.logged_refusals} in the workers' logs; {self.late} runs "
+                f"started after their interval ended (the latest {self.latest_s:g} s after): "
+                f"{self.late_swept} swept in the interval they started in, "
+                f"{self.late - self.late_swept} refused (a sweep had started in it)")
 
 
 def sweep_runs(rows: list[dict], interval: float, start: float, end: float,
                faults: list[dict], worker_log_text: str = "") -> SweepRuns:
-    """Each slot of ``interval`` s starting within [``start``, ``end``] (Unix times): run
-    once (a row in ``scheduled_runs``; its key allows no second) or missed, a miss put
-    down to the fault whose window holds the slot; the refused sends, likewise."""
+    """Each slot of ``interval`` s starting within [``start``, ``end``] (Unix times): a sweep
+    started in it (a row in ``scheduled_runs``; its key allows no second), or none, put
+    down to the fault whose window holds the slot; the refused sends, likewise; and the
+    late runs the workers logged (each once, by its Celery task id), those that swept
+    being those that own a row."""
     result = SweepRuns(interval)
-    ran = {round(float(row["slot"]) / interval): int(row["refused"]) for row in rows}
+    ran = {round(float(row["slot"]) / interval): row for row in rows}
+    late = {}
+    for run_id, after in _LATE.findall(worker_log_text):
+        late[run_id] = max(float(after), late.get(run_id, 0.0))
     first, last = int(-(-start // interval)), int(end // interval)
+    into = []
     for index in range(first, last + 1):
         result.slots += 1
-        cause = _fault_at(index * interval, interval, faults)
-        if index in ran:
-            result.once += 1
-            if ran[index]:
-                result.refused += ran[index]
-                result.refused_in[cause or "none"] = result.refused_in.get(cause or "none", 0) \
-                    + ran[index]
-        else:
-            result.missed[cause or "none"] = result.missed.get(cause or "none", 0) + 1
+        cause = _fault_at(index * interval, interval, faults) or "none"
+        row = ran.get(index)
+        if row is None:
+            result.missed[cause] = result.missed.get(cause, 0) + 1
+            continue
+        result.once += 1
+        result.by_late += row["run_id"] in late
+        into.append(float(row.get("into") or 0.0))
+        if int(row["refused"]):
+            result.refused += int(row["refused"])
+            result.refused_in[cause] = result.refused_in.get(cause, 0) + int(row["refused"])
     result.refused_total = sum(int(row["refused"]) for row in rows)
-    result.logged_refusals = len(re.findall(r"webhooks\.sweep: the run of slot \S+ was made "
-                                            r"already", worker_log_text))
-    result.late = len(re.findall(r"webhooks\.sweep: the run of slot \S+ starts [\d.]+ s after "
-                                 r"its slot ended", worker_log_text))
+    result.logged_refusals = len(_REFUSED.findall(worker_log_text))
+    result.late = len(late)
+    result.late_swept = len(late.keys() & {row["run_id"] for row in rows})
+    result.latest_s = max(late.values(), default=0.0)
+    if into:
+        result.into_s = (round(statistics.median(into), 2), round(max(into), 2))
     return result
 
 

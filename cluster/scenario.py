@@ -9,6 +9,11 @@ and ``redis2`` (Redis primary and replica), ``sent1``..``sent3`` (Sentinels),
 cluster/emitter.py), and ``ctl``, from where the set-up, the drain and the
 checker reach the cluster. Everything is torn down at the end, also on
 Ctrl-C or SIGTERM.
+
+``cpu_hog`` (``python -m cluster --cpu-hog N``) adds a loaded machine: N
+processes spinning (``stress-ng --cpu 1`` each, :meth:`Cluster.start_cpu_hog`)
+beside the cluster from the start of the load to the teardown (the drain and
+the check included), as other engineers' work would on a shared machine.
 """
 
 from __future__ import annotations
@@ -199,21 +204,48 @@ class Cluster:
                 [sys.executable, "-m", "cluster.emitter", name, str(rate), str(seconds),
                  str(self.run_dir / "logs" / f"{name}.jsonl"), webs], env=env, cwd=ROOT)
 
+    def start_cpu_hog(self, spinners: int) -> None:
+        """``spinners`` processes spinning on arithmetic (``stress-ng --cpu 1`` each), in the
+        control host's namespace so that the teardown stops them with the rest.
+
+        Each is a session of its own, as another user's programs are: Linux's autogroup
+        scheduler shares the CPUs between sessions first, so one ``stress-ng --cpu N``
+        (one session) weighs as much as one of the cluster's many processes, however
+        large N (beside ``stress-ng --cpu 2``, no sweep of a full run started late).
+        """
+        for number in range(spinners):
+            self.processes.start(f"cpu-hog{number + 1}", self.host("ctl"),
+                                 ["stress-ng", "--cpu", "1", "--quiet"],
+                                 env={"PATH": os.environ["PATH"]})
+        self.log(f"cluster: CPU hog: {spinners} x stress-ng --cpu 1, each a session of its own, "
+                 f"beside the cluster until the teardown")
+
     def wait_for_emitters(self, timeout: float) -> None:
         for name in ("emit1", "emit2"):
             self.processes.running[name].popen.wait(timeout=timeout)
 
-    def drain(self, timeout: float) -> float:
-        """Wait until no delivery is pending or sending (or ``timeout`` s); returns the wait."""
-        started = time.monotonic()
+    def drain(self, timeout: float, stall: float) -> tuple[float, int]:
+        """Wait until no delivery is pending or sending; returns the wait (s) and how many
+        are left. Gives up after ``timeout`` s, or once none has finished for ``stall`` s:
+        a loaded machine drains slowly, and the wait lasts as long as it progresses (a
+        fixed wait counted a slow drain's queue as stuck)."""
+        started = progressed = time.monotonic()
+        left = None
         while time.monotonic() - started < timeout:
             try:
-                if not self.python("ctl", "cluster.probe", "waiting", self.url("pg1")):
-                    break
+                waiting = sum(self.python("ctl", "cluster.probe", "waiting",
+                                          self.url("pg1")).values())
             except RuntimeError as error:
                 self.log(f"cluster: drain check failed: {error}")
+                waiting = left
+            if waiting == 0:
+                return time.monotonic() - started, 0
+            if waiting is not None and (left is None or waiting < left):
+                left, progressed = waiting, time.monotonic()
+            elif time.monotonic() - progressed >= stall:
+                break
             time.sleep(2)
-        return time.monotonic() - started
+        return time.monotonic() - started, left or 0
 
     def check(self, faults: list[dict], load: tuple[float, float]) -> checker.Verdict:
         """The checker's verdict, with the sweep's runs per interval over ``load`` (the
@@ -276,20 +308,31 @@ def clean_leftovers(log=print) -> None:
 
 
 def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
-        run_dir: Path | None = None, log=print) -> tuple[checker.Verdict, dict]:
-    """The whole scenario; returns the verdict and the figures. Tears down on any exit."""
+        drain_stall: float = 60.0, run_dir: Path | None = None, cpu_hog: int = 0,
+        log=print) -> tuple[checker.Verdict, dict]:
+    """The whole scenario; returns the verdict and the figures. Tears down on any exit.
+
+    The drain after the load ends when nothing is left, after ``drain_timeout`` s, or
+    once nothing has finished for ``drain_stall`` s. ``cpu_hog``: processes spinning from
+    the load's start to the teardown (0: none).
+    """
     clean_leftovers(log)
     run_dir = run_dir or Path(tempfile.mkdtemp(prefix="webhooks-cluster-"))
     run_dir.chmod(0o755)
     with _teardown_on_signals(), Cluster(run_dir, log) as cluster:
         cluster.up()
+        if cpu_hog:
+            cluster.start_cpu_hog(cpu_hog)
         load_started = time.time()
         cluster.start_emitters(rate, load_seconds)
         windows = run_schedule(cluster, faults, time.monotonic(), log)
         cluster.wait_for_emitters(timeout=load_seconds + 300)
         load_ended = time.time()
-        drained = cluster.drain(drain_timeout)
-        log(f"cluster: load over, drained in {drained:.0f} s")
+        load_average = "/".join(f"{figure:.1f}" for figure in os.getloadavg())
+        drained, left = cluster.drain(drain_timeout, drain_stall)
+        log(f"cluster: load over (load average {load_average} over 1/5/15 min), "
+            + (f"drained in {drained:.0f} s" if not left else
+               f"drain given up after {drained:.0f} s, {left} deliveries unfinished"))
         verdict = cluster.check(windows, (load_started, load_ended))
         received = checker.read_lines(sorted((run_dir / "logs").glob("recv*.jsonl")))
         emitted = checker.read_lines(sorted((run_dir / "logs").glob("emit*.jsonl")))

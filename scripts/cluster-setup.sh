@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the cluster (make cluster, tests/cluster/) needs beyond
 # PostgreSQL 15 and Redis: nftables (the partitions), faketime (the skewed clock, also
-# tests/test_clock.py), iproute2 (ip netns); with --guides also nginx (below). Run by
+# tests/test_clock.py), iproute2 (ip netns); with --guides also nginx, with --cpu-hog
+# stress-ng (below). Run by
 # `make test` (make test-packages), .ci/run and make cluster. Idempotent: does nothing when
 # they are all there. Needs root (the cluster itself does too); as another user, or
 # without apt-get, it says so and exits 0, and the tests that need them then skip (or fail
@@ -14,10 +15,23 @@ command -v nft >/dev/null 2>&1 || missing+=(nftables)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 # --guides (make guides): nginx and its stream module, which docs/deploy.md installs on the
 # web hosts and the balancer (Debian's policy-rc.d, or no systemd, keeps it from starting here).
-if [ "${1:-}" = --guides ]; then
-    command -v nginx >/dev/null 2>&1 || missing+=(nginx)
-    [ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || missing+=(libnginx-mod-stream)
-fi
+# --cpu-hog (make cluster CLUSTER_ARGS=--cpu-hog): stress-ng, the spinning neighbours of
+# `python -m cluster --cpu-hog`.
+for option in "$@"; do
+    case "$option" in
+    --guides)
+        command -v nginx >/dev/null 2>&1 || missing+=(nginx)
+        [ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || missing+=(libnginx-mod-stream)
+        ;;
+    --cpu-hog)
+        command -v stress-ng >/dev/null 2>&1 || missing+=(stress-ng)
+        ;;
+    *)
+        echo "cluster-setup: unknown option $option (known: --guides, --cpu-hog)" >&2
+        exit 2
+        ;;
+    esac
+done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "$(id -u)" -ne 0 ]; then

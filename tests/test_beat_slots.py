@@ -1,5 +1,6 @@
 """Beat's slot schedule (webhooks/broker/slots.py): one send per slot of the database's
-clock, at its start, naming the slot; its schedule file stays Celery's own."""
+clock, at its start, naming the slot; its schedule file stays Celery's own. And beat's
+sends taken late by slow workers, claimed on both engines (webhooks/storage/scheduled_runs.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,14 @@ import sys
 import pytest
 from celery import Celery
 
+from sqlalchemy import select
+
 from webhooks.broker.celery_app import PrivateScheduler
 from webhooks.broker.slots import SLOT_MARGIN_S, SlotSchedule, slot_start
+from webhooks.storage import clock as database_clock
+from webhooks.storage.db import get_engine
+from webhooks.storage.models import ScheduledRun
+from webhooks.storage.scheduled_runs import Slot, claim
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 T0 = dt.datetime(2026, 11, 25, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -166,3 +173,56 @@ def test_a_send_decided_just_before_a_slot_starts_names_the_slot_beat_records(tm
                 moving.advance(delay)
         scheduler.close()
         assert len(sent) == len(set(sent)) >= 2, (start_ms, sent)
+
+
+# ---------------------------------------------------------------- beat's sends, taken late
+
+# When the workers take the run beat sent for each slot (seconds after T0, by slot start):
+# late behind a backlog, in a pile after a stall, on time again.
+TAKEN_AT = {10: 10.5,                  # on time
+            20: 31.0, 30: 33.0,        # 20 late (takes slot 30); 30's own run then refused
+            40: 52.0, 50: 64.0,        # late, one behind the other (take 50, then 60)
+            60: 95.0, 70: 95.1, 80: 95.2, 90: 95.3,  # a stall: the pile takes slot 90 once
+            100: 100.5,                # on time
+            110: 125.0, 120: 125.1}    # late (takes 120); 120's own run then refused
+
+
+def test_runs_taken_late_still_run_once_in_each_slot_they_start_in(beat, any_db, monkeypatch):
+    """A slow machine delays the periodic runs and never cancels them: a run that starts
+    after its slot ended runs unless a run of its slot or a later one has been made, and
+    no slot runs twice. The claims read the same (fake) clock as beat."""
+    scheduler, clock, sent = beat
+    while clock.at < T0 + dt.timedelta(seconds=125):
+        clock.advance(scheduler.tick() or 0.001)
+    assert [dt.datetime.fromisoformat(kwargs["slot"]) for kwargs in sent] == \
+        [T0 + dt.timedelta(seconds=s) for s in TAKEN_AT]
+    monkeypatch.setattr(database_clock, "now", clock)
+    made, ran = set(), {}
+    for kwargs in sorted(sent, key=lambda kwargs: _taken_at(kwargs["slot"])):
+        clock.at = _taken_at(kwargs["slot"])
+        own = dt.datetime.fromisoformat(kwargs["slot"])
+        run = Slot.sent("tests.periodic", kwargs["slot"], f"run-{own:%M%S}", 10)
+        with get_engine().begin() as connection:
+            ran[own] = claim(connection, run)
+        if not any(start >= own for start in made):
+            assert ran[own], f"the run of {own} was cancelled although no later run was made"
+        made |= _claimed_slots()
+    assert sorted(_offset(start) for start in made) == [10, 30, 50, 60, 90, 100, 120]
+    assert [_offset(own) for own, has in ran.items() if has] == [10, 20, 40, 50, 60, 100, 110]
+    # Each slot in which a run started has exactly one run (the table's key: never two).
+    started_in = {slot_start(_taken_at(kwargs["slot"]), 10) for kwargs in sent}
+    assert started_in == made
+
+
+def _taken_at(slot: str) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=TAKEN_AT[_offset(dt.datetime.fromisoformat(slot))])
+
+
+def _offset(start: dt.datetime) -> int:
+    return round((start - T0).total_seconds())
+
+
+def _claimed_slots() -> set[dt.datetime]:
+    with get_engine().connect() as connection:
+        return set(connection.execute(select(ScheduledRun.slot_start)).scalars())
+

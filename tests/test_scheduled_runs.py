@@ -15,13 +15,13 @@ from webhooks.broker import outbox
 from webhooks.broker.celery_app import PURGE_TASK, SWEEP_TASK
 from webhooks.events.samples import sample_data
 from webhooks.lifecycle.sweep import run_sweep
-from webhooks.storage import retention
+from webhooks.storage import clock, retention
 from webhooks.storage.db import get_engine, session_scope
 from webhooks.storage.models import Delivery, ScheduledRun, utcnow
-from webhooks.storage.scheduled_runs import KEEP, Slot, claim
+from webhooks.storage.scheduled_runs import KEEP, Slot, claim, slot_start
 
 # Slots of an hour from a second ago: none ends while a test runs (a run whose slot has
-# ended does nothing; test_a_run_after_its_slot_ended_does_nothing).
+# ended claims the slot of now instead: the tests of late runs, below).
 START = utcnow().replace(microsecond=0) - dt.timedelta(seconds=1)
 HOUR = 3600.0
 
@@ -75,11 +75,76 @@ def test_a_slot_as_a_message_names_it():
                                         dt.datetime(2026, 11, 25, 12, 0, 5, tzinfo=dt.timezone.utc))
 
 
-def test_a_run_after_its_slot_ended_claims_nothing(any_db):
-    """It waited in the queue past its slot (a backlog): the next slot's run does its work."""
-    ended = slot(SWEEP_TASK, "late", START - dt.timedelta(seconds=10), seconds=5)
-    assert not claimed(ended)
-    assert rows() == []
+# ---------------------------------------------------------------- late runs
+
+
+class DatabaseClock:
+    """The database's clock as the claims and the sweep read it: stopped at ``t0``, a
+    slot's start (slots of 5 s), and moved by the test, so that a run's lateness, not the
+    machine's speed, decides."""
+
+    def __init__(self, t0: dt.datetime):
+        self.t0 = self.at = t0
+
+    def __call__(self) -> dt.datetime:
+        return self.at
+
+    def move_to(self, seconds: float) -> None:
+        """``seconds`` after ``t0``."""
+        self.at = self.t0 + dt.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def database_clock(monkeypatch):
+    stopped = DatabaseClock(slot_start(utcnow(), 5))
+    monkeypatch.setattr(clock, "now", stopped)
+    return stopped
+
+
+def sent(t0: dt.datetime, run_id: str, after: float, task: str = SWEEP_TASK) -> Slot:
+    """The run beat sent for the slot of 5 s starting ``after`` s after ``t0``."""
+    return Slot(task, t0 + dt.timedelta(seconds=after), run_id, 5)
+
+
+def test_a_run_after_its_slot_ended_claims_the_slot_of_now_instead(any_db, database_clock):
+    """It waited in the queue past its slot (a backlog, a slow machine): it still runs."""
+    t0, move_to = database_clock.t0, database_clock.move_to
+    move_to(12.3)
+    assert claimed(sent(t0, "late", 0))
+    assert rows() == [(SWEEP_TASK, t0 + dt.timedelta(seconds=10), "late", 0)]
+
+
+def test_late_runs_that_queued_up_make_one_run_per_slot_they_start_in(any_db, database_clock):
+    t0, move_to = database_clock.t0, database_clock.move_to
+    outcomes = []
+    for at, run_id, slot_sent in ((12.3, "0", 0), (12.4, "5", 5), (12.5, "10", 10),  # a pile
+                                  (15.1, "15", 15),   # on time again
+                                  (16.0, "10-again", 10),  # late: slot 15's run was made
+                                  (27.0, "20", 20)):  # late, alone in slot 25
+        move_to(at)
+        outcomes.append(claimed(sent(t0, run_id, slot_sent)))
+    assert outcomes == [True, False, False, True, False, True]
+    assert rows() == [(SWEEP_TASK, t0 + dt.timedelta(seconds=10), "0", 2),
+                      (SWEEP_TASK, t0 + dt.timedelta(seconds=15), "15", 1),
+                      (SWEEP_TASK, t0 + dt.timedelta(seconds=25), "20", 0)]
+
+
+def test_a_slot_a_late_run_took_refuses_its_own_send(any_db, database_clock):
+    t0, move_to = database_clock.t0, database_clock.move_to
+    move_to(10.2)
+    assert claimed(sent(t0, "late", 0))
+    move_to(10.3)
+    assert not claimed(sent(t0, "own", 10))  # one run in the slot, whoever sent it
+    assert rows() == [(SWEEP_TASK, t0 + dt.timedelta(seconds=10), "late", 1)]
+
+
+def test_a_late_runs_retry_keeps_the_slot_it_took(any_db, database_clock):
+    t0, move_to = database_clock.t0, database_clock.move_to
+    move_to(7)
+    assert claimed(sent(t0, "late", 0))
+    move_to(8)
+    assert claimed(sent(t0, "late", 0))  # its retry (the same task id), in the same slot
+    assert rows() == [(SWEEP_TASK, t0 + dt.timedelta(seconds=5), "late", 0)]
 
 
 # ---------------------------------------------------------------- the sweep and the purge
@@ -134,6 +199,53 @@ def test_a_failed_sweep_leaves_its_slot_to_the_next_send(parked, monkeypatch):
     assert run_sweep(slot=slot(SWEEP_TASK, "again")) == 1
 
 
+def test_a_late_sweep_still_sweeps_and_a_pile_of_them_sweeps_once(parked, published,
+                                                                  database_clock):
+    """Slow workers delay the sweep's recovery and never cancel it."""
+    database_clock.move_to(12.3)  # the sweeps sent for 0 and 5 both start in slot 10
+    assert run_sweep(slot=sent(database_clock.t0, "late-0", 0)) == 1
+    assert [d.delivery_id for d in published] == [parked]
+    with session_scope() as session:
+        outbox.park(session, [parked])  # lost again
+    assert run_sweep(slot=sent(database_clock.t0, "late-5", 5)) == 0
+    assert is_parked(parked)
+    database_clock.move_to(15.2)
+    assert run_sweep(slot=sent(database_clock.t0, "late-10", 10)) == 1
+    assert not is_parked(parked)
+
+
+@pytest.fixture
+def queued(any_db, published, monkeypatch):
+    """A delivery whose message is in the queue (published, not yet taken), and its due
+    time; WEBHOOKS_RECOVER_AFTER is 5 s."""
+    from webhooks.config import reset_settings_cache
+    from webhooks.emit import emit_event
+
+    monkeypatch.setenv("WEBHOOKS_RECOVER_AFTER", "5")
+    reset_settings_cache()
+    account_id, _ = make_account()
+    make_subscription(account_id, "https://example.com/hook")
+    delivery_id = emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids[0]
+    published.clear()
+    with session_scope() as session:
+        return delivery_id, session.get(Delivery, delivery_id).next_attempt_at
+
+
+def test_a_late_sweep_judges_lost_messages_by_when_it_was_sent(queued, published,
+                                                               database_clock):
+    """A message published after the sweep's own is still queued behind it, not lost: a
+    late sweep sent it again (every queued one, under load)."""
+    delivery_id, due = queued
+    database_clock.at = due + dt.timedelta(seconds=12)  # 12 s overdue: over recover-after
+    sent_before_it = Slot(SWEEP_TASK, slot_start(due, 5) - dt.timedelta(seconds=5), "late", 5)
+    assert run_sweep(slot=sent_before_it) == 0
+    assert published == []
+    database_clock.at += dt.timedelta(seconds=5)  # the next slot (the late run took this one)
+    next_one = Slot(SWEEP_TASK, slot_start(database_clock.at, 5), "on-time", 5)
+    assert run_sweep(slot=next_one) == 1  # sent after it: it was lost
+    assert [d.delivery_id for d in published] == [delivery_id]
+
+
 def test_a_purge_sent_for_a_slot_another_run_has_deletes_nothing(any_db):
     from tests.test_retention import add_delivery
 
@@ -174,6 +286,24 @@ def test_the_tasks_run_once_per_slot_beat_names_and_always_without_one(
     tasks.purge.apply(kwargs={"slot": slot}).get()
     assert [(task, refused) for task, _, _, refused in rows()] == [(PURGE_TASK, 1),
                                                                   (SWEEP_TASK, 1)]
+
+
+def test_the_tasks_beat_sent_run_when_they_start_late(parked, published, database_clock,
+                                                     monkeypatch):
+    from webhooks.config import reset_settings_cache
+    from worker import tasks
+
+    for name in ("WEBHOOKS_SWEEP_INTERVAL", "WEBHOOKS_PURGE_INTERVAL"):
+        monkeypatch.setenv(name, "5")
+    reset_settings_cache()
+    database_clock.move_to(12.3)
+    slot = database_clock.t0.isoformat()  # two slots ago
+    tasks.sweep.apply(kwargs={"slot": slot}).get()
+    tasks.purge.apply(kwargs={"slot": slot}).get()
+    assert [d.delivery_id for d in published] == [parked]
+    now = database_clock.t0 + dt.timedelta(seconds=10)
+    assert [(task, start, refused) for task, start, _, refused in rows()] == \
+        [(PURGE_TASK, now, 0), (SWEEP_TASK, now, 0)]
 
 
 # ---------------------------------------------------------------- claims at once (PostgreSQL)

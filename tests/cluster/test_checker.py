@@ -84,18 +84,40 @@ def test_a_duplicate_is_explained_by_the_latest_fault_whose_window_holds_it():
 
 def test_the_sweep_runs_per_interval_with_misses_and_refusals_put_down_to_faults():
     # Slots of 5 s from 100 to 130: 100 and 105 ran (105 with two sends refused), 110 and
-    # 115 missed within a fault, 120 missed outside every fault, 125 and 130 ran.
-    rows = [{"slot": 100.0, "refused": 0}, {"slot": 105.0, "refused": 2},
-            {"slot": 125.0, "refused": 0}, {"slot": 130.0, "refused": 1},
-            {"slot": 50.0, "refused": 3}]  # before the load: in the whole run's total only
+    # 115 had none within a fault, 120 none outside every fault, 125 and 130 ran: 130 by a
+    # late run sent for 120, which started 6.6 s after its slot ended (logged twice: the
+    # run and its retry); a late run sent for 115 found the sweep of 125 started.
+    rows = [{"slot": 100.0, "run_id": "a", "refused": 0, "into": 0.1},
+            {"slot": 105.0, "run_id": "b", "refused": 2, "into": 0.3},
+            {"slot": 125.0, "run_id": "c", "refused": 0, "into": 0.2},
+            {"slot": 130.0, "run_id": "late-120", "refused": 1, "into": 1.6},
+            {"slot": 50.0, "run_id": "d", "refused": 3, "into": 4.0}]  # before the load: in the
+    # total of refusals only
     faults = [{"name": "beat-restart", "start": 104.0, "end": 106.0},
               {"name": "redis-primary-kill", "start": 111.0, "end": 117.0}]
     logs = ("webhooks.sweep: the run of slot x was made already (by a); this one (b)\n" * 6
-            + "webhooks.sweep: the run of slot x starts 6.6 s after its slot ended; it does\n")
+            + "webhooks.sweep: the run of slot 120 (late-120) starts 6.6 s after its slot "
+              "ended; it claims the slot of now, 130, instead\n" * 2
+            + "webhooks.sweep: the run of slot 115 (late-115) starts 9 s after its slot "
+              "ended; it claims the slot of now, 125, instead\n")
     runs = sweep_runs(rows, 5, start=98.0, end=131.0, faults=faults, worker_log_text=logs)
-    assert (runs.slots, runs.once) == (7, 4)
+    assert (runs.slots, runs.once, runs.by_late) == (7, 4, 1)
     assert runs.missed == {"redis-primary-kill": 2, "none": 1}
     assert (runs.refused, runs.refused_in) == (3, {"beat-restart": 2, "none": 1})
-    assert (runs.refused_total, runs.logged_refusals, runs.late) == (6, 6, 1)
-    assert runs.line().startswith("cluster: sweep runs per 5 s interval: 7 intervals, 4 run "
-                                  "exactly once, none twice, missed redis-primary-kill 2, none 1")
+    assert (runs.refused_total, runs.logged_refusals) == (6, 6)
+    assert (runs.late, runs.late_swept, runs.latest_s) == (2, 1, 9.0)
+    assert runs.line() == (
+        "cluster: sweep runs per 5 s interval: 7 intervals, 4 with one sweep started in it "
+        "(1 of them by a late run; started 0.25 s into it at the median, 1.6 s at most), none with two, 3 with none (redis-primary-kill 2, none 1); "
+        "3 sends refused (beat-restart 2, none 1); over the whole run 6 refused, 6 in the "
+        "workers' logs; 2 runs started after their interval ended (the latest 9 s after): "
+        "1 swept in the interval they started in, 1 refused (a sweep had started in it)")
+
+
+def test_every_interval_swept_says_none_without_one():
+    rows = [{"slot": float(slot), "run_id": f"r{slot}", "refused": 0, "into": 0.5}
+            for slot in (100, 105)]
+    line = sweep_runs(rows, 5, start=99.0, end=106.0, faults=[]).line()
+    assert "2 intervals, 2 with one sweep started in it (0 of them by a late run; started 0.5 s " \
+           "into it at the median, 0.5 s at most), none with two, 0 with none; 0 sends refused " \
+           "(none in a fault)" in line

@@ -5,7 +5,8 @@ A periodic task's interval cuts the database's time into slots, ``[k * interval,
 each slot starts (a few milliseconds after), and the message names the slot's
 start (``slot=``, added by ``PrivateScheduler`` in webhooks/broker/celery_app.py).
 The run claims that slot in the database before it works
-(webhooks/storage/scheduled_runs.py) and does nothing if another run has it. So
+(webhooks/storage/scheduled_runs.py; a run that starts after its slot ended
+claims the slot of now instead) and does nothing if another run has it. So
 a restarted beat, which sends the current slot's run again at once (its
 schedule file, synced every 3 minutes, is older than its last run), or a
 second beat started by mistake, costs a refused claim, not a second run.
@@ -24,24 +25,13 @@ import datetime as dt
 from celery.schedules import schedstate, schedule
 
 from webhooks.storage import clock
+from webhooks.storage.scheduled_runs import slot_start  # the runs claim the same slots
 
 __all__ = ["SlotSchedule", "slot_start", "SLOT_MARGIN_S"]
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-_MICROSECOND = dt.timedelta(microseconds=1)
 # Beat wakes this long after a slot starts (s). Celery wakes 10 ms before the time it
 # was given; were it to wake before the slot, the run would name the slot before it.
 SLOT_MARGIN_S = 0.02
-
-
-def slot_start(moment: dt.datetime, seconds: float) -> dt.datetime:
-    """The start of the slot of ``seconds`` that holds ``moment`` (an aware datetime).
-
-    In whole microseconds, so every process computes the very same start.
-    """
-    length = max(1, round(seconds * 1_000_000))
-    elapsed = (moment - _EPOCH) // _MICROSECOND
-    return _EPOCH + (elapsed - elapsed % length) * _MICROSECOND
 
 
 class SlotSchedule(schedule):

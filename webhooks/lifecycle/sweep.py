@@ -53,6 +53,7 @@ def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None
             max_in_flight=settings.max_in_flight,
             # Two intervals: a paced delivery still rides to its slot when one sweep is late.
             lookahead=2 * settings.sweep_interval,
+            sent=slot.start if slot is not None else None,
         )
         # In the same transaction (no commit of its own): it writes only rows no one else
         # does, those of backends that have gone, and row 0, which only a fold writes.
@@ -72,9 +73,16 @@ def _take(session: Session, candidates, values: dict, *conditions) -> list[Dispa
 
 def sweep(
     session: Session, now: dt.datetime, *, timeout: float, recover_after: float, batch: int,
-    max_in_flight: int = 0, lookahead: float = 0.0,
+    max_in_flight: int = 0, lookahead: float = 0.0, sent: dt.datetime | None = None,
 ) -> list[Dispatch]:
     """Find what needs a broker message now; return it for publishing after commit.
+
+    ``sent``: when beat sent this run (its slot's start), if it did. Steps 1 and 3
+    judge what is overdue by it rather than by ``now``: a run that waited in the
+    queue behind a backlog found every message published after it still queued,
+    and would have taken those for lost and sent them all again (a loaded cluster
+    then made 1.7 to 2.3 claims per attempt, docs/reliability.md). It delays their
+    recovery by the run's own wait.
 
     1. Claims whose worker died: sending for longer than the attempt time-out
        plus ``recover_after`` seconds go back to pending, count restored.
@@ -95,8 +103,9 @@ def sweep(
        record's release was missed (a claim refused just as it finished).
     Each step touches at most ``batch`` rows; the rest wait for the next sweep.
     """
-    stale_before = now - dt.timedelta(seconds=timeout + recover_after)
-    lost_before = now - dt.timedelta(seconds=recover_after)
+    judged = min(now, sent) if sent is not None else now
+    stale_before = judged - dt.timedelta(seconds=timeout + recover_after)
+    lost_before = judged - dt.timedelta(seconds=recover_after)
     made_due = dict(states.made_due(now), updated_at=now)
     dispatches = []
 

@@ -12,9 +12,14 @@ refused if it commits, claimed if it rolls back (the sweep claims in its own
 transaction, so a sweep that failed leaves its slot to the next send).
 
 A run that starts after its slot has ended, by the database's clock (it
-waited in the queue behind a backlog), claims nothing and does nothing: the
-next slot's run does its work. (Celery's ``expires`` did this by each
-worker's own clock, so a worker whose clock was ahead dropped every run.)
+waited in the queue behind a backlog, or on a slow machine), claims the slot
+that holds now instead of its own: it runs unless a run has been made in
+that slot already. So a slow machine delays the sweep's recovery and never
+cancels it, and a queue of late runs makes one run per slot of their arrival,
+never a pile of them (each slot's own run, arriving after a late one took its
+slot, is refused). Lateness is judged by the database's clock: Celery's
+``expires``, judged by each worker's own, dropped every run on a worker whose
+clock was ahead.
 
 Only beat's runs claim: a sweep asked for by a recover names no slot and
 always runs. Each claim also deletes its task's rows older than :data:`KEEP`.
@@ -33,13 +38,26 @@ from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import ScheduledRun
 
-__all__ = ["Slot", "claim", "KEEP"]
+__all__ = ["Slot", "claim", "slot_start", "KEEP"]
 
 log = logging.getLogger("webhooks.scheduled")
 
 #: How long a run's row is kept (what an operator can look back on).
 KEEP = dt.timedelta(days=1)
 _runs = ScheduledRun.__table__
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MICROSECOND = dt.timedelta(microseconds=1)
+
+
+def slot_start(moment: dt.datetime, seconds: float) -> dt.datetime:
+    """The start of the slot of ``seconds`` that holds ``moment`` (an aware datetime):
+    slots are ``[k * seconds, (k + 1) * seconds)`` since the Unix epoch.
+
+    In whole microseconds, so every process computes the very same start.
+    """
+    length = max(1, round(seconds * 1_000_000))
+    elapsed = (moment - _EPOCH) // _MICROSECOND
+    return _EPOCH + (elapsed - elapsed % length) * _MICROSECOND
 
 
 @dataclass(frozen=True)
@@ -67,22 +85,30 @@ class Slot:
             start = start.replace(tzinfo=dt.timezone.utc)
         return cls(task, start, run_id, seconds)
 
+    def holding(self, moment: dt.datetime) -> "Slot":
+        """The slot of this task that holds ``moment``, for this run."""
+        return Slot(self.task, slot_start(moment, self.seconds), self.run_id, self.seconds)
+
 
 def claim(connection: Connection, slot: Slot) -> bool:
-    """Claim ``slot`` in the caller's transaction; True if this run has it and may work."""
+    """Claim ``slot`` (or, once it has ended, the slot that holds now) in the caller's
+    transaction; True if this run has it and may work."""
     now = clock.now()
     if now >= slot.end:
-        log.info("%s: the run of slot %s starts %.1f s after its slot ended; it does nothing "
-                 "(the next slot's run does its work)", slot.task, slot.start.isoformat(),
-                 (now - slot.end).total_seconds())
-        return False
+        late, slot = slot, slot.holding(now)
+        # INFO: what an operator looks for when the workers fall behind (the cluster's
+        # checker counts these lines).
+        log.info("%s: the run of slot %s (%s) starts %.1f s after its slot ended; it claims "
+                 "the slot of now, %s, instead", slot.task, late.start.isoformat(), slot.run_id,
+                 (now - late.end).total_seconds(), slot.start.isoformat())
     values = {"task": slot.task, "slot_start": slot.start, "run_id": slot.run_id,
               "claimed_at": now, "refused": 0}
     statement = backend_of(connection).claim_row(_runs, values, key=("task", "slot_start"),
                                                  owner="run_id", refused="refused")
     owner = connection.execute(statement).scalar_one()
     if owner != slot.run_id:
-        # INFO: rare (a beat restarted or doubled), and what an operator looks for then.
+        # INFO: rare (a beat restarted or doubled, or late runs queued up), and what an
+        # operator looks for then.
         log.info("%s: the run of slot %s was made already (by %s); this one (%s) does nothing",
                  slot.task, slot.start.isoformat(), owner, slot.run_id)
         return False
