@@ -14,7 +14,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from tests.factories import make_account, make_subscription
+from tests.factories import AUDIT_ACTOR, make_account, make_subscription
 from tests.operational_helpers import add_endpoint, cli, notices, operator_deliveries, operator_events
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
@@ -112,7 +112,7 @@ def test_a_pause_by_failures_and_the_resume_each_send_their_notice(account, rece
 
     receiver.script("/customer", 200)
     with session_scope() as session:
-        pausing.resume(session, session.get(Subscription, subscription.id))
+        pausing.resume(session, session.get(Subscription, subscription.id), actor=AUDIT_ACTOR)
     resumed = notices(receiver.wait_for(2, "/ops"), endpoint["secret"])[1]
     assert resumed["type"] == "subscription.resumed"
     assert set(resumed["data"]) == {"account_id", "subscription_id", "resumed_at", "suppressed"}
@@ -130,7 +130,7 @@ def test_a_rolled_back_change_sends_nothing(account, receiver):
 
     # A resume whose transaction rolls back: the notice was stored in it, and goes with it.
     with session_scope() as session:
-        pausing.resume(session, session.get(Subscription, subscription.id))
+        pausing.resume(session, session.get(Subscription, subscription.id), actor=AUDIT_ACTOR)
         assert session.execute(text("SELECT count(*) FROM events")).scalar() == 1
         session.rollback()
     # A delivery's end whose record rolls back (the connection of lifecycle/record.py).
@@ -145,7 +145,7 @@ def test_a_rolled_back_change_sends_nothing(account, receiver):
 
     # The same resume, committed, sends exactly its one notice.
     with session_scope() as session:
-        pausing.resume(session, session.get(Subscription, subscription.id))
+        pausing.resume(session, session.get(Subscription, subscription.id), actor=AUDIT_ACTOR)
     [notice] = notices(receiver.wait_for(1, "/ops"), endpoint["secret"])
     assert notice["type"] == "subscription.resumed"
     time.sleep(2)  # nothing else may arrive

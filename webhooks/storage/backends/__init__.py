@@ -105,6 +105,11 @@ class Backend(abc.ABC):
         """Statements of this transaction end after ``milliseconds`` where the engine can."""
 
     @abc.abstractmethod
+    def allow_audit_purge(self, connection) -> None:
+        """Let this transaction delete audit entries (retention only): the append-only
+        guard of migration 0025 refuses every other DELETE."""
+
+    @abc.abstractmethod
     def in_autocommit(self, connection) -> bool:
         """True for a connection of the attempt or the autocommit engine on which whoever runs
         a transaction sends BEGIN and COMMIT themselves."""
