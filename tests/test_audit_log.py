@@ -392,3 +392,48 @@ def test_the_operator_s_commands_are_entries_of_the_cli(stored, monkeypatch):
     assert {entry["actor"]["kind"] for entry in operator} == {"cli"}
     assert {entry["target"]["id"] for entry in operator} == {endpoint["id"]}
     no_secret_in(operator[0], endpoint["secret"])
+
+
+def _entry_at(account_id: str, at: dt.datetime) -> str:
+    from webhooks.audit.entries import Action, Target, TargetKind
+
+    with session_scope() as session:
+        return audit_log.write(session, account_id, ALICE, Action.SUBSCRIPTION_PAUSED,
+                               Target(TargetKind.SUBSCRIPTION, account_id), {}, at=at)
+
+
+@pytest.mark.parametrize("days", [365, 0])
+def test_retention_deletes_the_entries_older_than_its_days_and_0_keeps_them(stored, days):
+    from webhooks.storage.retention import purge
+
+    account_id, _ = make_account()
+    now = utcnow()
+    old = [_entry_at(account_id, now - dt.timedelta(days=400, minutes=n)) for n in range(5)]
+    recent = _entry_at(account_id, now - dt.timedelta(days=300))
+    # Deliveries' retention off (0): the audit log's applies on its own, in batches of 2.
+    purged = purge(get_engine(), retention_days=0, batch=2, audit_retention_days=days)
+    left = [entry["id"] for entry in entries(account_id)]
+    if days:
+        assert purged.audit_entries == len(old) and left == [recent]
+    else:
+        assert purged.audit_entries == 0 and sorted(left) == sorted([*old, recent])
+
+
+def test_the_setting_and_the_schedule(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from webhooks.config import load_settings
+    from webhooks.errors import ConfigError
+
+    assert load_settings({}).audit_retention_days == 365
+    assert load_settings({"WEBHOOKS_AUDIT_RETENTION_DAYS": "0"}).audit_retention_days == 0
+    with pytest.raises(ConfigError, match="WEBHOOKS_AUDIT_RETENTION_DAYS"):
+        load_settings({"WEBHOOKS_AUDIT_RETENTION_DAYS": "a year"})
+    script = "import celeryconfig; print('webhooks-purge' in celeryconfig.beat_schedule)"
+    env = {"PATH": "/usr/bin:/bin", "WEBHOOKS_RETENTION_DAYS": "0",
+           "WEBHOOKS_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).parents[1],
+                         env=env, capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "True"  # the audit log's retention alone schedules the purge

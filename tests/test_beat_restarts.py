@@ -38,6 +38,7 @@ ENV = {
     "WEBHOOKS_BROKER_URL": REDIS_URL,
     "WEBHOOKS_SWEEP_INTERVAL": str(INTERVAL_S),
     "WEBHOOKS_RETENTION_DAYS": "0",  # the sweep alone on the schedule
+    "WEBHOOKS_AUDIT_RETENTION_DAYS": "0",
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
 }
 RAN = re.compile(r"webhooks\.sweep: run (\S+) has slot (\S+)\"")

@@ -113,14 +113,16 @@ def db_purge() -> None:
     Finished deliveries created more than WEBHOOKS_RETENTION_DAYS days ago go
     with their attempts, and events left with no delivery; pending and paused
     ones stay. Works in batches of WEBHOOKS_PURGE_BATCH deliveries, each its
-    own short transaction, so workers keep delivering meanwhile.
+    own short transaction, so workers keep delivering meanwhile. Audit log entries older
+    than WEBHOOKS_AUDIT_RETENTION_DAYS (365) go too.
     """
     from webhooks.config import get_settings
     from webhooks.storage.db import get_engine
     from webhooks.storage.retention import purge
 
     settings = get_settings()
-    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch)
+    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch,
+                   audit_retention_days=settings.audit_retention_days)
     click.echo(json.dumps(purged.report()))
 
 
