@@ -100,6 +100,7 @@ STATEMENTS = RecordStatements(
     subscriptions=subscriptions, subscription_id=_SUBSCRIPTION_ID,
     count_failure=_COUNT_FAILURE, count_success=_COUNT_SUCCESS, release=_release,
     successor=ordering.RELEASE, successor_key=ordering.KEY,
+    release_successor=ordering.release_successor,
     count_in_statement=rollup.count_in_statement, count_attempt=rollup.count_attempt)
 
 

@@ -58,9 +58,11 @@ class RecordStatements:
     #: the oldest delivery waiting for the freed slot made due (``locking``: skip locked rows)
     release: Callable[[bool], ClauseElement]
     #: the next delivery of a finished one's ordering key released behind it (returns id,
-    #: attempt_count, parked), and the parameter of that key
+    #: attempt_count, parked), and the parameter of that key; and the same run on its own
+    #: (connection, subscription id, key, key sequence, now) -> [(id, attempt_count)] due now
     successor: ClauseElement
     successor_key: ColumnElement
+    release_successor: Callable[..., list]
     #: the attempt counted in the rollups (storage/rollup.py): as CTEs of the record's one
     #: statement (PostgreSQL: count_in_statement), or by statements of their own
     #: (count_attempt)

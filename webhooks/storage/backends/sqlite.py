@@ -44,7 +44,7 @@ class _Records:
             statements.subscriptions.c.consecutive_failures)
         self.count_success = statements.count_success
         self.release = statements.release(False)  # BEGIN IMMEDIATE serialises
-        self.successor = statements.successor
+        self.release_successor = statements.release_successor
         self.count_attempt = statements.count_attempt
 
 
@@ -53,10 +53,8 @@ def _successor(connection, records: _Records, params: dict) -> list[tuple[str, i
     if it is due now (it needs a message)."""
     if params["okey"] is None or params["new_status"] not in FINISHED:
         return []
-    rows = connection.execute(records.successor, {
-        "sub_id": params["sub_id"], "okey": params["okey"], "kseq": params["kseq"],
-        "now": params["now"]})
-    return [(delivery_id, count) for delivery_id, count, parked in rows if not parked]
+    return records.release_successor(connection, params["sub_id"], params["okey"],
+                                     params["kseq"], params["now"])
 
 
 class SQLiteBackend(Backend):
