@@ -57,13 +57,14 @@ run: $(BIN)/.installed
 ## test-packages: the Debian packages of the tests that would skip without them, installed
 ## when missing, as .ci/run does: chromium (the dashboard's browser tests), nodejs (the Node
 ## receiver of docs/receivers.md), nftables, faketime and iproute2 (the cluster's short run,
-## the clock tests). Needs root or
+## the clock tests), tinyproxy (the egress-proxy tests). Needs root or
 ## passwordless sudo; otherwise the scripts say what is missing and those tests skip.
 .PHONY: test-packages
 test-packages:
 	@bash scripts/install-browser.sh
 	@bash scripts/install-node.sh
 	@bash scripts/cluster-setup.sh
+	@bash scripts/install-proxy.sh
 
 ## lint-imports: the layers of docs/architecture.md ("Layers"), as setup.cfg's import-linter
 ## contracts declare them; an import that climbs fails, its path named. A fraction of a second
