@@ -404,7 +404,7 @@ def _entry_at(account_id: str, at: dt.datetime) -> str:
 
 @pytest.mark.parametrize("days", [365, 0])
 def test_retention_deletes_the_entries_older_than_its_days_and_0_keeps_them(stored, days):
-    from webhooks.storage.retention import purge
+    from webhooks.lifecycle.retention import purge
 
     account_id, _ = make_account()
     now = utcnow()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from webhooks.lifecycle.recover import replay_once
-from webhooks.lifecycle.states import REPLAYABLE, DeliveryStatus
+from webhooks.states import REPLAYABLE, DeliveryStatus
 from webhooks.services import audit
 from webhooks.services.audit import Action, Actor, Target, TargetKind, created
 from webhooks.storage.models import Delivery, utcnow

@@ -6,7 +6,7 @@
   before this revision is known.
 - PostgreSQL: a trigger refuses every UPDATE of an entry, and every DELETE
   unless the transaction set ``webhooks.audit_purge`` to ``on`` (retention
-  does, storage/retention.py), so no route, bug or hand-typed statement of
+  does, lifecycle/retention.py), so no route, bug or hand-typed statement of
   the service's own role alters an entry. SQLite (the embedded ``webhooks
   dev`` store): a trigger refuses UPDATE; DELETE is left to retention.
 

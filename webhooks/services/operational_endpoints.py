@@ -1,7 +1,8 @@
 """Add, list, resume and remove the operational endpoints (``webhooks operational ...``).
 
-An endpoint is a subscription of the operator account (operator.py) to some of
-the four operational types (catalogue.py), every one if none is named. Its URL
+A use case of the CLI (services layer): an endpoint is a subscription of the
+operator account (operational/operator.py) to some of the four operational
+types (operational/catalogue.py), every one if none is named. Its URL
 is judged by the rule subscription URLs are (sender/target_urls.py: well-formed http(s),
 no private address unless WEBHOOKS_ALLOW_PRIVATE_TARGETS); a refused URL or an
 unknown type changes nothing. Each endpoint may have at most
@@ -15,16 +16,19 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from webhooks.audit import log as audit_log
-from webhooks.audit.entries import Action, Actor, Target, TargetKind, created, subscription_fields
 from webhooks.config import get_settings
 from webhooks.errors import NotFound, WebhooksError
 from webhooks.lifecycle import changes
-from webhooks.lifecycle.states import PUBLIC_STATUSES, SubscriptionStatus, public_status
 from webhooks.operational.catalogue import OPERATIONAL_TYPES, unknown_types
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID, operator_account
-from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.operational.operator import operator_account
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
 from webhooks.sender.target_urls import target_refusal, url_problem
+from webhooks.services import audit
+from webhooks.services.audit import Action, Actor, Target, TargetKind, created
+from webhooks.services.pausing import resume as resume_subscription
+from webhooks.services.subscriptions import owned
+from webhooks.states import PUBLIC_STATUSES, SubscriptionStatus, public_status
+from webhooks.storage.models import Delivery, Subscription, utcnow
 
 __all__ = ["InvalidEndpoint", "add", "listing", "resume", "remove", "parse_types"]
 
@@ -77,10 +81,7 @@ def add(session: Session, url: str, event_types: list[str], *, actor: Actor,
         session, OPERATOR_ACCOUNT_ID, url, now=utcnow(), event_types=list(event_types),
         description=DESCRIPTION, max_in_flight=get_settings().operational_max_in_flight,
         **credentials)
-    audit_log.write(session, OPERATOR_ACCOUNT_ID, actor, Action.SUBSCRIPTION_CREATED,
-                    Target(TargetKind.SUBSCRIPTION, endpoint.id),
-                    created(subscription_fields(endpoint, ("max_in_flight",))),
-                    at=endpoint.created_at)
+    audit.subscription_created(session, endpoint, actor)
     return endpoint
 
 
@@ -114,8 +115,6 @@ def listing(session: Session) -> list[dict]:
 
 def _endpoint(session: Session, endpoint_id: str) -> Subscription:
     """The live operational endpoint ``endpoint_id``; NotFound otherwise."""
-    from webhooks.services.subscriptions import owned
-
     endpoint = owned(session, OPERATOR_ACCOUNT_ID, endpoint_id)
     if endpoint is None:
         raise NotFound(f"no operational endpoint {endpoint_id}: `webhooks operational list` "
@@ -126,8 +125,6 @@ def _endpoint(session: Session, endpoint_id: str) -> Subscription:
 def resume(session: Session, endpoint_id: str, *, actor: Actor) -> int:
     """Resume an endpoint the pause rule paused (its ``subscription.resumed`` entry by
     ``actor``); returns how many notices it released."""
-    from webhooks.services.pausing import resume as resume_subscription
-
     endpoint = _endpoint(session, endpoint_id)
     if endpoint.status != SubscriptionStatus.PAUSED.value:
         return 0
@@ -140,6 +137,6 @@ def remove(session: Session, endpoint_id: str, *, actor: Actor) -> None:
     endpoint = _endpoint(session, endpoint_id)
     now = utcnow()
     changes.delete_subscription(session, endpoint.id, now)
-    audit_log.write(session, OPERATOR_ACCOUNT_ID, actor, Action.SUBSCRIPTION_DELETED,
-                    Target(TargetKind.SUBSCRIPTION, endpoint.id),
-                    created({"deleted_at": now}), at=now)
+    audit.write(session, OPERATOR_ACCOUNT_ID, actor, Action.SUBSCRIPTION_DELETED,
+                Target(TargetKind.SUBSCRIPTION, endpoint.id), created({"deleted_at": now}),
+                at=now)
