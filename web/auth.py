@@ -11,11 +11,12 @@ from __future__ import annotations
 from flask import g, request
 
 from webhooks.services.accounts import account_for_key
+from webhooks.services.audit import Actor
 
 from .errors import ApiError
 from .transaction import db_session
 
-__all__ = ["authenticate", "current_account_id", "key_account_id"]
+__all__ = ["authenticate", "current_account_id", "current_actor", "key_account_id"]
 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="webhooks"'}
 
@@ -48,6 +49,7 @@ def key_account_id() -> str | None:
         except ApiError:
             account = None
         g.key_account_id = account.id if account is not None else None
+        g.key_actor = Actor.api_key(account.api_key_hash) if account is not None else None
     return g.key_account_id
 
 
@@ -63,3 +65,9 @@ def authenticate() -> None:
 def current_account_id() -> str:
     """The id of the account that made this request (after :func:`authenticate`)."""
     return g.account_id
+
+
+def current_actor() -> Actor:
+    """Who makes this request's changes, for the audit log: the API key (named by a
+    reference to its SHA-256, never the key), after :func:`authenticate`."""
+    return g.key_actor

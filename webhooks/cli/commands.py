@@ -19,6 +19,20 @@ from webhooks.errors import ConfigError, InvalidEvent, NotFound, SchemaNotReady
 __all__ = ["main"]
 
 
+def _operator():
+    """The audit log's actor of this command (CONTRACT 10.5): ``cli``, named by the
+    operating system's user running it."""
+    import getpass
+
+    from webhooks.services.audit import Actor
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        user = None
+    return Actor.cli(user)
+
+
 def _fail(*messages: str) -> None:
     """Print each message as an ``error:`` line on stderr and exit with status 2."""
     for message in messages:
@@ -99,14 +113,16 @@ def db_purge() -> None:
     Finished deliveries created more than WEBHOOKS_RETENTION_DAYS days ago go
     with their attempts, and events left with no delivery; pending and paused
     ones stay. Works in batches of WEBHOOKS_PURGE_BATCH deliveries, each its
-    own short transaction, so workers keep delivering meanwhile.
+    own short transaction, so workers keep delivering meanwhile. Audit log entries older
+    than WEBHOOKS_AUDIT_RETENTION_DAYS (365) go too.
     """
     from webhooks.config import get_settings
     from webhooks.lifecycle.retention import purge
     from webhooks.storage.db import get_engine
 
     settings = get_settings()
-    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch)
+    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch,
+                   audit_retention_days=settings.audit_retention_days)
     click.echo(json.dumps(purged.report()))
 
 
@@ -120,12 +136,12 @@ def accounts() -> None:
 @_needs_schema
 def accounts_create(name: str) -> None:
     """Create an account; prints {"id", "api_key"} (the key is shown only this once)."""
+    from webhooks.services import accounts as account_service
     from webhooks.storage.db import session_scope
-    from webhooks.tenants.accounts import create_account
 
     try:
         with session_scope() as session:
-            account, api_key = create_account(session, name)
+            account, api_key = account_service.create(session, name, actor=_operator())
             account_id = account.id
     except ValueError as exc:
         _fail(str(exc))
@@ -267,7 +283,8 @@ def operational_add(url: str, types: str | None, certificate_file, key_file, **o
         credentials = credential_changes(
             {"url": url, **_credentials_given(certificate_file, key_file, oauth2)}, None)
         with session_scope() as session:
-            endpoint = endpoints.add(session, url, event_types, **credentials)
+            endpoint = endpoints.add(session, url, event_types, actor=_operator(),
+                                     **credentials)
             shown = {"id": endpoint.id, "url": endpoint.url, "secret": endpoint.secret,
                      "event_types": endpoint.event_types}
             if credentials:
@@ -314,7 +331,7 @@ def operational_resume(endpoint_id: str) -> None:
 
     try:
         with session_scope() as session:
-            released = endpoints.resume(session, endpoint_id)
+            released = endpoints.resume(session, endpoint_id, actor=_operator())
     except NotFound as exc:
         _fail(str(exc))
     click.echo(json.dumps({"id": endpoint_id, "released": released}))
@@ -330,7 +347,7 @@ def operational_remove(endpoint_id: str) -> None:
 
     try:
         with session_scope() as session:
-            endpoints.remove(session, endpoint_id)
+            endpoints.remove(session, endpoint_id, actor=_operator())
     except NotFound as exc:
         _fail(str(exc))
     click.echo(json.dumps({"id": endpoint_id, "removed": True}))

@@ -65,6 +65,7 @@ class Settings:
     clock_refresh: float = 30.0  # how often (s) each process measures its offset to the database's clock
     sweep_batch: int = 5000
     retention_days: int = 30
+    audit_retention_days: int = 365  # audit log entries older than this are deleted; 0 keeps all
     purge_batch: int = 500
     purge_interval: float = 60.0
     purge_seconds: float = 10.0
@@ -205,6 +206,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         sweep_batch=positive_number(env, "WEBHOOKS_SWEEP_BATCH", 5000, integer=True),
         retention_days=positive_number(
             env, "WEBHOOKS_RETENTION_DAYS", 30, integer=True, allow_zero=True
+        ),
+        audit_retention_days=positive_number(
+            env, "WEBHOOKS_AUDIT_RETENTION_DAYS", 365, integer=True, allow_zero=True
         ),
         purge_batch=purge_batch(env),
         purge_interval=positive_number(env, "WEBHOOKS_PURGE_INTERVAL", 60.0),

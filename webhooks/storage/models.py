@@ -47,6 +47,7 @@ __all__ = [
     "ScheduledRun",
     "OAuth2Token",
     "NoticeBudget",
+    "AuditEntry",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -461,3 +462,29 @@ class NoticeBudget(Base):
     due_after: Mapped[dt.datetime]
     deferred_event_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     suppressed: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+
+
+class AuditEntry(Base):
+    """One entry of an account's audit log (webhooks/audit, CONTRACT 10.5): who did what to
+    what, and the fields it changed (redacted). Written in the transaction of its change;
+    never updated, and deleted only by retention (a trigger refuses anything else on
+    PostgreSQL: migration 0025)."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        # An account's entries newest first (the API's and the Activity page's keyset pages).
+        Index("ix_audit_log_account_created", "account_id", "created_at", "id"),
+        # Retention deletes the oldest entries of every account.
+        Index("ix_audit_log_created", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    # No foreign key: an entry outlives what it names (a deleted subscription, an account).
+    account_id: Mapped[str] = mapped_column(String(36))
+    created_at: Mapped[dt.datetime]  # the entry's "at": when the change was made
+    actor_kind: Mapped[str] = mapped_column(String(16))
+    actor_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    action: Mapped[str] = mapped_column(String(64))
+    target_kind: Mapped[str] = mapped_column(String(32))
+    target_id: Mapped[str] = mapped_column(String(64))
+    changes: Mapped[dict] = mapped_column(JSON)
