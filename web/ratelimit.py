@@ -10,6 +10,10 @@ default the broker's Redis; each process's memory under ``webhooks dev``):
   address. ``/healthz`` and ``/metrics`` are exempt.
 - Send test, WEBHOOKS_TEST_RATE_LIMIT (5 per 5 seconds) per subscription,
   shared by the API route and the dashboard's button: :func:`check_send_test`.
+- the publisher API, WEBHOOKS_PUBLISHER_RATE_LIMIT (1000 per second) per publisher
+  key instead of the first limit: :func:`check_publisher`, counted over a fixed
+  one-second window (one INCR a request; a moving window of 1,000 entries was a
+  Lua script over a list of that length on every event).
 
 Over a limit the answer is 429 ``rate_limited`` with ``Retry-After``
 (web/errors.py). If the storage cannot be reached, requests are let through
@@ -25,14 +29,15 @@ from typing import Callable
 
 from flask import Blueprint, Flask, current_app, request
 from flask_limiter import ApplicationLimit, Limiter
-from limits import RateLimitItem, parse_many
+from limits import RateLimitItem, RateLimitItemPerSecond, parse_many
+from limits.strategies import FixedWindowRateLimiter
 
 from webhooks.config import Settings
 
 from .auth import authenticate, key_account_id
 from .errors import too_many_requests
 
-__all__ = ["init_app", "check_send_test", "caller_key"]
+__all__ = ["init_app", "check_send_test", "check_publisher", "caller_key"]
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +56,8 @@ class _RateLimits:
     limiter: Limiter
     send_test: tuple[RateLimitItem, ...]
     signed_in: SignedIn = field(default_factory=dict)
+    publisher: RateLimitItem | None = None
+    publisher_window: FixedWindowRateLimiter | None = None
 
 
 def _rate_limits() -> _RateLimits | None:
@@ -117,7 +124,11 @@ def init_app(
         log.warning("rate limits are counted in each web process's memory: set "
                     "WEBHOOKS_RATE_LIMIT_STORAGE_URL to share them between processes")
     send_test = tuple(parse_many(settings.test_rate_limit)) if settings.test_rate_limit else ()
-    app.extensions[_EXTENSION] = _RateLimits(limiter, send_test, dict(signed_in or {}))
+    publisher = (RateLimitItemPerSecond(settings.publisher_rate_limit)
+                 if settings.publisher_rate_limit else None)
+    app.extensions[_EXTENSION] = _RateLimits(
+        limiter, send_test, dict(signed_in or {}), publisher,
+        FixedWindowRateLimiter(limiter.storage) if publisher else None)
     return limiter
 
 
@@ -141,3 +152,21 @@ def check_send_test(account_id: str, subscription_id: str) -> None:
             return
         if reset_at is not None:
             raise too_many_requests(reset_at, "test events for this subscription")
+
+
+def check_publisher(publisher_id: str) -> None:
+    """Count one request of this publisher key; 429 (ApiError) over WEBHOOKS_PUBLISHER_RATE_LIMIT.
+    The storage failing lets the request through (logged), as the other limits do."""
+    limits = _rate_limits()
+    if limits is None or limits.publisher is None or not limits.limiter.enabled:
+        return
+    identifiers = (_KEY_PREFIX, "publisher", publisher_id)
+    try:
+        if limits.publisher_window.hit(limits.publisher, *identifiers):
+            return
+        reset_at = limits.publisher_window.get_window_stats(limits.publisher,
+                                                            *identifiers).reset_time
+    except Exception:  # noqa: BLE001  (as Flask-Limiter's swallow_errors: let it through)
+        log.exception("rate limit storage failed; the publisher request is not limited")
+        return
+    raise too_many_requests(reset_at, "requests with this publisher key")

@@ -11,8 +11,9 @@ __all__ = ["API_PREFIX", "register_api"]
 
 def register_api(app: Flask) -> None:
     """Register every API blueprint on ``app``."""
-    from . import deliveries, events, openapi, portal_links, public_keys, subscriptions
+    from . import (deliveries, events, openapi, portal_links, public_keys, publisher,
+                   subscriptions)
 
     for blueprint in (events.bp, subscriptions.bp, deliveries.bp, portal_links.bp,
-                      public_keys.bp, openapi.bp):
+                      public_keys.bp, publisher.bp, openapi.bp):
         app.register_blueprint(blueprint)
