@@ -238,3 +238,44 @@ def test_accounts_create_list_get_rotate_delete(client, publisher, published):
         assert session.scalar(select(func.count()).select_from(Subscription)
                               .where(Subscription.deleted_at.is_(None))) == 0
         assert session.get(Account, account["id"]).deleted_at is not None
+
+
+def test_rotating_the_key_ends_the_dashboard_sessions_signed_in_with_it(client, publisher, alice):
+    import datetime as dt
+
+    from web.dashboard.sessions import live_session, open_session
+    from webhooks.storage.models import utcnow
+
+    _, headers = publisher
+    with session_scope() as session:
+        token = open_session(session, alice.account_id, utcnow(), dt.timedelta(hours=1))
+    with session_scope() as session:
+        assert live_session(session, token, utcnow()) is not None
+    rotated = client.post(f"/api/webhooks/accounts/{alice.account_id}/rotate-key", headers=headers)
+    assert rotated.status_code == 200
+    with session_scope() as session:
+        assert live_session(session, token, utcnow()) is None
+
+
+def test_a_deleted_accounts_rows_go_in_batches_at_the_next_retention_run(client, publisher, alice,
+                                                                          published):
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.retention import purge
+
+    _, headers = publisher
+    make_subscription(alice.account_id)
+    for _ in range(5):
+        assert client.post(EVENTS.format(alice.account_id), headers=headers, json={
+            "type": "email.sent", "data": sample_data("email.sent")}).status_code == 202
+    settle_publisher()
+    assert client.delete(f"/api/webhooks/accounts/{alice.account_id}",
+                         headers=headers).status_code == 204
+    with session_scope() as session:  # stopped at once: nothing waits for an attempt
+        statuses = set(session.scalars(select(Delivery.status)))
+    assert statuses == {"failed"}
+    # Retention off for everyone else (0 days) still removes the deleted account.
+    purged = purge(get_engine(), retention_days=0, batch=2)
+    assert (purged.deliveries, purged.events, purged.accounts) == (5, 5, 1)
+    with session_scope() as session:
+        for table in (Account, Event, Delivery, Subscription):
+            assert session.scalar(select(func.count()).select_from(table)) == 0, table
