@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 from sqlalchemy import func, select
@@ -179,22 +180,47 @@ def test_keys_stay_in_their_lane(client, publisher, alice):
     assert nobody.status_code == 401
 
 
+def _listening() -> None:
+    """Wait until this process listens for revocations (started on first use)."""
+    deadline = time.monotonic() + 5.0
+    while publishers._listener.generation() is None:
+        assert time.monotonic() < deadline, "the revocation listener did not subscribe"
+        time.sleep(0.01)
+
+
 def test_a_revoked_key_answers_401_at_once_on_every_process(client, publisher):
     publisher_id, headers = publisher
+    _listening()
     assert client.get("/api/webhooks/accounts", headers=headers).status_code == 200
-    # Another web process verified the key too: its cache entry, under the epoch it read.
+    # Another web process verified the key too: its cache, as this process's listener left it.
     cached = dict(publishers._verified)
     assert cached, "the verified key is cached"
     with session_scope() as session:
         publishers.revoke(session, publisher_id)
-    publishers.tell_web_processes()  # this process's cache is cleared; put the other's back
+    generation = publishers._listener.generation()
+    publishers._verified.update(cached)  # the other process has not heard yet
+    publishers.tell_web_processes()
     publishers._verified.update(cached)
+    # Told through Redis: the listener thread hears it within milliseconds, not a request later.
+    deadline = time.monotonic() + 1.0
+    while publishers._listener.generation() == generation and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert publishers._listener.generation() != generation
     answer = client.get("/api/webhooks/accounts", headers=headers)
     assert answer.status_code == 401
 
 
+def test_without_a_listener_nothing_is_cached(client, publisher, monkeypatch):
+    _, headers = publisher
+    monkeypatch.setattr(publishers._listener, "generation", lambda: None)
+    for _ in range(2):
+        assert client.get("/api/webhooks/accounts", headers=headers).status_code == 200
+    assert publishers._verified == {}
+
+
 def test_last_used_at_is_written_at_most_once_a_minute(client, publisher):
     publisher_id, headers = publisher
+    _listening()
     writes = []
     original = publishers.keys.touch
     publishers.keys.touch = lambda *args: writes.append(args) or original(*args)
@@ -279,3 +305,39 @@ def test_a_deleted_accounts_rows_go_in_batches_at_the_next_retention_run(client,
     with session_scope() as session:
         for table in (Account, Event, Delivery, Subscription):
             assert session.scalar(select(func.count()).select_from(table)) == 0, table
+
+
+def test_the_publisher_rate_limit_grants_no_more_than_the_limit_per_second(redis_broker):
+    from limits.storage import storage_from_string
+
+    from tests.support.services import REDIS_URL
+    from web.ratelimit import LeasedWindows
+
+    storage = storage_from_string(REDIS_URL)
+    # Two web processes sharing one counter, each leasing 10 at a time.
+    first, second = LeasedWindows(storage, 100), LeasedWindows(storage, 100)
+    now = 1_000_000.25
+    granted = sum(windows.hit("p1", now) is None for _ in range(80)
+                  for windows in (first, second))
+    assert granted == 100
+    assert first.hit("p1", now) == 1_000_001.0
+    assert first.hit("p1", now + 1) is None  # the next window
+    small = LeasedWindows(storage, 3)  # leases of one: exact
+    assert [small.hit("p2", now) is None for _ in range(4)] == [True, True, True, False]
+
+
+def test_over_the_publisher_rate_limit_a_429_with_retry_after(db, redis_broker, monkeypatch):
+    from web import create_app
+    from webhooks.config import reset_settings_cache
+
+    monkeypatch.setenv("WEBHOOKS_PUBLISHER_RATE_LIMIT", "3")
+    reset_settings_cache()
+    client = create_app({"TESTING": True}).test_client()
+    with session_scope() as session:
+        _, key = publishers.create(session, "product")
+    statuses = [client.get("/api/webhooks/accounts", headers={"Authorization": f"Bearer {key}"})
+                for _ in range(8)]
+    refused = [answer for answer in statuses if answer.status_code == 429]
+    # 3 a second: 3 allowed, or 6 when the requests straddle a second's end.
+    assert len(refused) in (5, 2) and refused[0].headers["Retry-After"] == "1"
+    assert refused[0].json["error"]["code"] == "rate_limited"
