@@ -286,7 +286,7 @@ def test_rotating_the_key_ends_the_dashboard_sessions_signed_in_with_it(client, 
 def test_a_deleted_accounts_rows_go_in_batches_at_the_next_retention_run(client, publisher, alice,
                                                                           published):
     from webhooks.storage.db import get_engine
-    from webhooks.storage.retention import purge
+    from webhooks.lifecycle.retention import purge
 
     _, headers = publisher
     make_subscription(alice.account_id)
