@@ -50,10 +50,11 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start_web(port: int, log: Path) -> subprocess.Popen:
-    """gunicorn as the Procfile's ``web:`` runs it, on 127.0.0.1:``port``."""
+def _start_web(port: int, log: Path, workers: int, threads: int) -> subprocess.Popen:
+    """gunicorn as the Procfile's ``web:`` runs it (2 workers of 4 threads unless told), on
+    127.0.0.1:``port``."""
     command = [str(Path(sys.executable).parent / "gunicorn"), "--bind", f"127.0.0.1:{port}",
-               "--workers", "2", "--threads", "4", "--worker-class", "web.server.JsonErrorWorker",
+               "--workers", str(workers), "--threads", str(threads), "--worker-class", "web.server.JsonErrorWorker",
                "--keep-alive", "60", "--no-control-socket", "web:create_app()"]
     env = {**os.environ, "WEBHOOKS_API_RATE_LIMIT": "100000 per second",
            "WEBHOOKS_LOG_LEVEL": "WARNING"}
@@ -125,6 +126,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2000, help="events per leg (2000)")
     parser.add_argument("--pairs", type=int, default=3, help="alternated pairs of legs (3)")
+    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers (2)")
+    parser.add_argument("--web-threads", type=int, default=4, help="threads of each (4)")
     args = parser.parse_args(argv)
     database_url, broker_url = os.environ["WEBHOOKS_DATABASE_URL"], os.environ["WEBHOOKS_BROKER_URL"]
     if "bench" not in database_url.rsplit("/", 1)[-1]:
@@ -138,7 +141,7 @@ def main(argv=None) -> int:
 
     port = _free_port()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "bench-publisher-web.log"
-    web = _start_web(port, log)
+    web = _start_web(port, log, args.web_workers, args.web_threads)
     try:
         account_id, headers = _seed(port)
         data = sample_data("email.sent")
@@ -167,7 +170,8 @@ def main(argv=None) -> int:
         _leg(from_python, 200)
         services.flush_broker(broker_url)
         print(f"{args.pairs} alternated pairs of {args.events} events, {CLIENTS} clients each; "
-              f"web: gunicorn 2 workers x 4 threads; {os.cpu_count()} CPUs, shared")
+              f"web: gunicorn {args.web_workers} workers x {args.web_threads} threads; "
+              f"{os.cpu_count()} CPUs, shared")
         print(f"{'pair':>4} {'order':>12} {'python ev/s':>12} {'http ev/s':>10} {'ratio':>6} "
               f"{'py p50/p99 ms':>14} {'202 p50/p99 ms':>15}")
         ratios = []

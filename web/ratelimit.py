@@ -127,6 +127,10 @@ def init_app(
     limiter.init_app(app)
     for blueprint in exempt:
         limiter.exempt(blueprint)
+    exempt_names = frozenset(blueprint.name for blueprint in exempt)
+    # Checked before Flask-Limiter resolves any limit: an exempt blueprint (the publisher
+    # API's events, one request per event) pays nothing for the limits it does not have.
+    limiter.request_filter(lambda: request.blueprint in exempt_names)
     if settings.rate_limit_storage_url.startswith("memory") and not settings.is_embedded_broker:
         log.warning("rate limits are counted in each web process's memory: set "
                     "WEBHOOKS_RATE_LIMIT_STORAGE_URL to share them between processes")
