@@ -135,7 +135,7 @@ def init_app(
         log.warning("rate limits are counted in each web process's memory: set "
                     "WEBHOOKS_RATE_LIMIT_STORAGE_URL to share them between processes")
     send_test = tuple(parse_many(settings.test_rate_limit)) if settings.test_rate_limit else ()
-    publisher = (LeasedWindows(limiter.storage, settings.publisher_rate_limit)
+    publisher = (LeasedWindows(lambda: limiter.storage, settings.publisher_rate_limit)
                  if settings.publisher_rate_limit else None)
     app.extensions[_EXTENSION] = _RateLimits(limiter, send_test, dict(signed_in or {}),
                                              publisher)
@@ -165,10 +165,11 @@ def check_send_test(account_id: str, subscription_id: str) -> None:
 
 
 class LeasedWindows:
-    """At most ``per_second`` hits of a key in each one-second window, counted in ``storage``
-    (shared by every web process) a lease at a time."""
+    """At most ``per_second`` hits of a key in each one-second window, counted in the storage
+    ``storage()`` returns (shared by every web process; asked when first needed: a limiter
+    turned off has none) a lease at a time."""
 
-    def __init__(self, storage: Storage, per_second: int) -> None:
+    def __init__(self, storage: Callable[[], Storage], per_second: int) -> None:
         self.storage, self.per_second = storage, per_second
         self.lease = max(1, min(10, per_second // 10))
         self._lock = threading.Lock()
@@ -185,7 +186,7 @@ class LeasedWindows:
                 return None
             if held == window and left < 0:  # the window is spent: no need to ask again
                 return window + 1.0
-        counted = self.storage.incr(f"publisher/{key}/{window}", 2, amount=self.lease)
+        counted = self.storage().incr(f"publisher/{key}/{window}", 2, amount=self.lease)
         granted = min(self.lease, self.per_second - (counted - self.lease))
         with self._lock:
             self._left[key] = (window, granted - 1 if granted > 0 else -1)

@@ -315,14 +315,14 @@ def test_the_publisher_rate_limit_grants_no_more_than_the_limit_per_second(redis
 
     storage = storage_from_string(REDIS_URL)
     # Two web processes sharing one counter, each leasing 10 at a time.
-    first, second = LeasedWindows(storage, 100), LeasedWindows(storage, 100)
+    first, second = LeasedWindows(lambda: storage, 100), LeasedWindows(lambda: storage, 100)
     now = 1_000_000.25
     granted = sum(windows.hit("p1", now) is None for _ in range(80)
                   for windows in (first, second))
     assert granted == 100
     assert first.hit("p1", now) == 1_000_001.0
     assert first.hit("p1", now + 1) is None  # the next window
-    small = LeasedWindows(storage, 3)  # leases of one: exact
+    small = LeasedWindows(lambda: storage, 3)  # leases of one: exact
     assert [small.hit("p2", now) is None for _ in range(4)] == [True, True, True, False]
 
 
