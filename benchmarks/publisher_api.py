@@ -27,6 +27,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -188,7 +189,7 @@ def main(argv=None) -> int:
                   f"{percentile(py_times, 50) * 1000:>6.2f}/{percentile(py_times, 99) * 1000:<7.2f}"
                   f"{percentile(http_times, 50) * 1000:>7.2f}/{percentile(http_times, 99) * 1000:.2f}")
         print(f"ratio http/python per pair: {', '.join(f'{r:.2f}' for r in ratios)}; "
-              f"median {sorted(ratios)[len(ratios) // 2]:.2f}")
+              f"median {statistics.median(ratios):.2f}")
     finally:
         os.killpg(web.pid, signal.SIGTERM)
         web.wait(timeout=30)
