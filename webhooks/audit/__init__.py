@@ -10,5 +10,5 @@ Entries are written by the one owner of each change (webhooks/services, the oper
 endpoints, the attempt's record for automatic pauses), so the API, the dashboard and the
 command line share them; the entrances only say who acts (an :class:`~entries.Actor`).
 No code path updates or deletes an entry except retention (lifecycle/retention.py); on
-PostgreSQL a trigger refuses anything else (migration 0025).
+PostgreSQL a trigger refuses anything else (migration 0024).
 """

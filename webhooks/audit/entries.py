@@ -24,9 +24,11 @@ REDACTED = "[redacted]"
 
 class ActorKind(str, enum.Enum):
     """Who acted: a request with an API key, a dashboard or portal session, the operator's
-    command line, or the service itself (a pause by the failure rule or a 410)."""
+    command line, a product with a publisher key (the publisher API's account routes), or
+    the service itself (a pause by the failure rule or a 410)."""
 
     API_KEY = "api_key"
+    PUBLISHER = "publisher"
     DASHBOARD = "dashboard"
     PORTAL = "portal"
     CLI = "cli"
@@ -52,6 +54,11 @@ class Actor:
         return cls(ActorKind.PORTAL if portal else ActorKind.DASHBOARD, reference(session_id))
 
     @classmethod
+    def publisher(cls, publisher_id: str) -> "Actor":
+        """The holder of the publisher key ``publisher_id`` (its id, not the key)."""
+        return cls(ActorKind.PUBLISHER, publisher_id)
+
+    @classmethod
     def cli(cls, user: str | None) -> "Actor":
         """The operator at the command line, as the operating system names them."""
         return cls(ActorKind.CLI, user or None)
@@ -61,7 +68,8 @@ SERVICE = Actor(ActorKind.SERVICE)  # the service pausing a subscription by its 
 
 
 class Action(str, enum.Enum):
-    """What was done (CONTRACT 10.5, and ``account.created`` by ``webhooks accounts``)."""
+    """What was done (CONTRACT 10.5; and the account's own changes: created by ``webhooks
+    accounts`` or the publisher API, its key rotated and it deleted by the publisher API)."""
 
     SUBSCRIPTION_CREATED = "subscription.created"
     SUBSCRIPTION_UPDATED = "subscription.updated"
@@ -75,6 +83,8 @@ class Action(str, enum.Enum):
     SUBSCRIPTION_RECOVERED = "subscription.recovered"
     PORTAL_LINK_CREATED = "portal_link.created"
     ACCOUNT_CREATED = "account.created"
+    ACCOUNT_KEY_ROTATED = "account.key_rotated"
+    ACCOUNT_DELETED = "account.deleted"
 
 
 class TargetKind(str, enum.Enum):

@@ -148,6 +148,79 @@ def accounts_create(name: str) -> None:
     click.echo(json.dumps({"id": account_id, "api_key": api_key}))
 
 
+@accounts.command("list")
+@_needs_schema
+def accounts_list() -> None:
+    """Print {"data": [{"id", "name", "created_at"}, ...]}: every account, oldest first."""
+    from webhooks.services import accounts as account_service
+    from webhooks.storage.db import session_scope
+
+    with session_scope() as session:
+        data = [{"id": row.id, "name": row.name, "created_at": _utc_text(row.created_at)}
+                for row in account_service.every_account(session)]
+    click.echo(json.dumps({"data": data}))
+
+
+def _utc_text(moment) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@main.group()
+def publishers() -> None:
+    """Publisher keys: the operator's credential for the publisher API (events and accounts
+    over HTTP, README "The publisher API")."""
+
+
+@publishers.command("create")
+@click.argument("name")
+@_needs_schema
+def publishers_create(name: str) -> None:
+    """Create a publisher key; prints {"id", "name", "key"} (the key is shown only this once)."""
+    from webhooks.services import publishers as publisher_service
+    from webhooks.storage.db import session_scope
+
+    try:
+        with session_scope() as session:
+            publisher, key = publisher_service.create(session, name)
+            shown = {"id": publisher.id, "name": publisher.name, "key": key}
+    except ValueError as exc:
+        _fail(str(exc))
+    click.echo(json.dumps(shown))
+
+
+@publishers.command("list")
+@_needs_schema
+def publishers_list() -> None:
+    """Print {"data": [{"id", "name", "created_at", "last_used_at"}, ...]} (never a key)."""
+    from webhooks.services import publishers as publisher_service
+    from webhooks.storage.db import session_scope
+
+    with session_scope() as session:
+        click.echo(json.dumps({"data": publisher_service.listing(session)}))
+
+
+@publishers.command("revoke")
+@click.argument("publisher_id")
+@_needs_schema
+def publishers_revoke(publisher_id: str) -> None:
+    """Revoke a publisher key: it answers 401 at once on every web process; prints
+    {"id", "revoked": true}."""
+    from webhooks.services import publishers as publisher_service
+    from webhooks.storage.db import session_scope
+
+    try:
+        with session_scope() as session:
+            publisher_service.revoke(session, publisher_id)
+    except NotFound as exc:
+        _fail(str(exc))
+    try:
+        publisher_service.tell_web_processes()
+    except publisher_service.EpochUnavailable as exc:
+        _fail(f"the key is revoked, but the web processes could not be told ({exc}): it may "
+              f"keep working for up to {publisher_service.CACHE_SECONDS:.0f} seconds")
+    click.echo(json.dumps({"id": publisher_id, "revoked": True}))
+
+
 @main.command("emit")
 @click.argument("account_id")
 @click.argument("event_type")

@@ -101,6 +101,8 @@ class Settings:
     # "5 per 5 seconds; 60 per hour"), counted over a moving window; None: no limit.
     api_rate_limit: str | None = "100 per second"
     test_rate_limit: str | None = "5 per 5 seconds"
+    # Requests per second one publisher key may make (CONTRACT 10.7); 0: no limit.
+    publisher_rate_limit: int = 1000
     # Where the web processes count those limits together ("memory://": per process).
     rate_limit_storage_url: str = "memory://"
     max_subscriptions: int = 100
@@ -238,6 +240,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         egress_proxy=egress_proxy(env),
         api_rate_limit=rate_limit(env, "WEBHOOKS_API_RATE_LIMIT", Settings.api_rate_limit),
         test_rate_limit=rate_limit(env, "WEBHOOKS_TEST_RATE_LIMIT", Settings.test_rate_limit),
+        publisher_rate_limit=positive_number(env, "WEBHOOKS_PUBLISHER_RATE_LIMIT", 1000,
+                                             integer=True, allow_zero=True),
         rate_limit_storage_url=rate_limit_storage(env, broker_url),
         max_subscriptions=positive_number(
             env, "WEBHOOKS_MAX_SUBSCRIPTIONS", 100, integer=True, allow_zero=True

@@ -14,13 +14,14 @@ import datetime as dt
 from sqlalchemy.orm import Session
 
 from webhooks.audit import log
-from webhooks.audit.entries import (Action, Actor, ActorKind, Target, TargetKind,
+from webhooks.audit.entries import (REDACTED, Action, Actor, ActorKind, Target, TargetKind,
                                     changes_between, created, reference,
                                     subscription_fields)
 from webhooks.storage.models import AuditEntry, Subscription
 from webhooks.tenants.options import SETTABLE
 
-__all__ = ["Action", "Actor", "ActorKind", "Target", "TargetKind", "created", "reference",
+__all__ = ["REDACTED", "Action", "Actor", "ActorKind", "Target", "TargetKind", "created",
+           "changes_between", "reference",
            "ACTIONS", "snapshot", "subscription_created",
            "subscription_changed", "write", "entries_of", "resource", "AuditEntry"]
 

@@ -48,6 +48,7 @@ __all__ = [
     "OAuth2Token",
     "NoticeBudget",
     "AuditEntry",
+    "Publisher",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -96,6 +97,27 @@ class Account(Base):
     # SHA-256 of the API key: the key itself is shown once and never stored.
     api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Set by DELETE /accounts/<id> (services/accounts.py): the account is gone for every
+    # route and its subscriptions stopped at once; retention deletes its rows in batches.
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+
+
+class Publisher(Base):
+    """A publisher key: the operator's credential for the publisher API (CONTRACT 10.7).
+
+    The key (``whpub_…``) is shown once; only its SHA-256 is stored, as an
+    account's. ``last_used_at`` is written at most once a minute per key
+    (services/publishers.py); a revoked key (``revoked_at`` set) never works again.
+    """
+
+    __tablename__ = "publishers"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
 
 class Subscription(Base):
@@ -468,7 +490,7 @@ class AuditEntry(Base):
     """One entry of an account's audit log (webhooks/audit, CONTRACT 10.5): who did what to
     what, and the fields it changed (redacted). Written in the transaction of its change;
     never updated, and deleted only by retention (a trigger refuses anything else on
-    PostgreSQL: migration 0025)."""
+    PostgreSQL: migration 0024)."""
 
     __tablename__ = "audit_log"
     __table_args__ = (

@@ -172,7 +172,7 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def allow_audit_purge(self, connection) -> None:
         """Let this transaction delete audit entries (retention only): the append-only
-        guard of migration 0025 refuses every other DELETE."""
+        guard of migration 0024 refuses every other DELETE."""
 
 
 def claim_row_with(insert, table, values: dict, key: tuple[str, ...], owner: str, refused: str):

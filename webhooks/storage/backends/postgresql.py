@@ -242,7 +242,7 @@ class PostgreSQLBackend(Backend):
             func.hashtextextended(literal(subscription_id), seed))))
 
     def allow_audit_purge(self, connection) -> None:
-        # Read by the audit_log trigger (migration 0025); LOCAL: it ends with the transaction.
+        # Read by the audit_log trigger (migration 0024); LOCAL: it ends with the transaction.
         connection.execute(text("SET LOCAL webhooks.audit_purge = 'on'"))
 
     def skip_locked(self, statement):

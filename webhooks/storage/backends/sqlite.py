@@ -135,7 +135,7 @@ class SQLiteBackend(Backend):
         return None  # one writer at a time
 
     def allow_audit_purge(self, connection) -> None:
-        return None  # its trigger refuses UPDATE only (migration 0025)
+        return None  # its trigger refuses UPDATE only (migration 0024)
 
     def skip_locked(self, statement):
         return statement  # one writer at a time

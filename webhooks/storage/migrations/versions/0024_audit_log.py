@@ -10,14 +10,14 @@
   the service's own role alters an entry. SQLite (the embedded ``webhooks
   dev`` store): a trigger refuses UPDATE; DELETE is left to retention.
 
-Revision ID: 0025
+Revision ID: 0024
 Revises: 0023
 Create Date: 2026-11-28
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0025"
+revision = "0024"
 down_revision = "0023"
 branch_labels = None
 depends_on = None
