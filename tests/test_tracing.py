@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 
 import pytest
 from opentelemetry import trace
@@ -111,6 +112,8 @@ def test_an_exporter_or_protocol_it_cannot_use_is_a_config_error_naming_the_vari
         monkeypatch, untraced):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4317")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+    with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL"):
+        tracing.check(os.environ)  # as the worker and the web process check at start
     with pytest.raises(ConfigError, match="OTEL_EXPORTER_OTLP_PROTOCOL"):
         tracing.on()
     tracing.reset()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 from flask import Flask
 
-from webhooks.config import get_settings
+from webhooks.config import get_settings, tracing
 from webhooks.config.logs import configure_logging
 
 from . import access_log, body_limit, health, metrics, ratelimit, security, transaction
@@ -28,6 +30,7 @@ def create_app(config: dict | None = None) -> Flask:
     # Parse the settings now: a malformed WEBHOOKS_* variable stops the web
     # process at start, naming the variable, not on some later request.
     settings = get_settings()
+    tracing.check(os.environ)  # OTEL_* (webhooks/config/tracing.py): set up at the first span
     portal_config = load_portal_config()
     app = Flask(__name__)
     app.extensions["portal_config"] = portal_config

@@ -245,7 +245,9 @@ def _emit(session, account_id, event_type, data, idempotency_key, settings, only
           ordering_key=None):
     """Validate and store in ``session``'s transaction; returns the event and what to publish."""
     checked = _checked(account_id, event_type, data, idempotency_key, ordering_key, settings)
-    checked = dataclasses.replace(checked, trace_context=tracing.current_trace_context())
+    trace_context = tracing.current_trace_context()  # the emit span's (None: tracing off)
+    if trace_context is not None:
+        checked = dataclasses.replace(checked, trace_context=trace_context)
     connection = session.connection()
     if only_subscription is None:
         targets = _targets(connection, account_id, event_type)

@@ -18,6 +18,7 @@ def _settings_or_exit() -> None:
     the settings' ConfigError was a traceback through Celery's loader."""
     try:
         get_settings()
+        tracing.check(os.environ)  # OTEL_* (webhooks/config/tracing.py)
     except ConfigError as error:
         sys.exit(f"error: {error}")
 

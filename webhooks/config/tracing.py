@@ -50,7 +50,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from webhooks.errors import ConfigError
 
-__all__ = ["on", "wanted", "reset", "flush", "emit_span", "start_emit_span", "emitted",
+__all__ = ["on", "wanted", "check", "reset", "flush", "emit_span", "start_emit_span", "emitted",
            "end_failed", "current_trace_context", "replay_trace_context", "attempt_span", "attempted",
            "traceparent_header", "log_ids", "url_without_credentials"]
 
@@ -86,6 +86,24 @@ def _exporter_names(env: Mapping[str, str]) -> list[str] | None:
     return [name for name in (part.strip().lower() for part in given.split(",")) if name != "none"]
 
 
+def check(env: Mapping[str, str]) -> None:
+    """ConfigError naming the variable if ``env`` turns tracing on with an exporter or a
+    protocol this service cannot use; nothing is set up (a process checks at start-up,
+    before it forks, and sets up at its first span)."""
+    if not wanted(env):
+        return
+    for name in _exporter_names(env) or ["otlp"]:
+        if name not in ("otlp", "console"):
+            raise ConfigError(f"OTEL_TRACES_EXPORTER: {name!r} is not an exporter this "
+                              "service has: use otlp, console or none")
+        if name == "otlp":
+            protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                        or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or SUPPORTED_PROTOCOL).strip()
+            if protocol != SUPPORTED_PROTOCOL:
+                raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not "
+                                  f"supported: use {SUPPORTED_PROTOCOL}")
+
+
 def on() -> bool:
     """Whether this process traces; decided (and set up) at the first call."""
     return _on if _on is not None else _set_up(os.environ)
@@ -99,6 +117,7 @@ def _set_up(env: Mapping[str, str]) -> bool:
         if not wanted(env):
             _on = False
             return False
+        check(env)
         provider = trace.get_tracer_provider()
         if not isinstance(provider, TracerProvider) or provider in _made:
             provider = _own_provider = _new_provider(env)
@@ -117,23 +136,15 @@ def _new_provider(env: Mapping[str, str]) -> TracerProvider:
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
         resource = resource.merge(Resource({"service.name": DEFAULT_SERVICE_NAME}))
     provider = TracerProvider(resource=resource)
-    for name in _exporter_names(env) or ["otlp"]:
+    for name in _exporter_names(env) or ["otlp"]:  # check() accepted them
         if name == "otlp":
-            provider.add_span_processor(BatchSpanProcessor(_otlp_exporter(env)))
-        elif name == "console":
-            provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
+            provider.add_span_processor(BatchSpanProcessor(_otlp_exporter()))
         else:
-            raise ConfigError(f"OTEL_TRACES_EXPORTER: {name!r} is not an exporter this "
-                              "service has: use otlp, console or none")
+            provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))
     return provider
 
 
-def _otlp_exporter(env: Mapping[str, str]):
-    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or SUPPORTED_PROTOCOL).strip()
-    if protocol != SUPPORTED_PROTOCOL:
-        raise ConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not supported: "
-                          f"use {SUPPORTED_PROTOCOL}")
+def _otlp_exporter():
     # Imported only when exporting over OTLP: it pulls in protobuf and requests' session.
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     return OTLPSpanExporter()
