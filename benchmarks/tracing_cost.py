@@ -5,7 +5,7 @@
 (``OTEL_EXPORTER_OTLP_ENDPOINT`` at it), and makes ``DELIVERIES`` times what
 one delivery of one attempt makes: the emit span with its traceparent read
 (webhooks/emit.py), the attempt span from the stored traceparent with its
-outcome and the ``traceparent`` header (webhooks/lifecycle/attempt.py), and
+outcome and the ``traceparent`` header (webhooks/services/attempt.py), and
 the ids a log line reads. The CPU of this process (the exporter's thread
 included: it serialises to protobuf and posts), flushed at the end, per
 delivery; then the same calls with tracing off (``tracing.on()`` answers

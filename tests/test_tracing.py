@@ -22,7 +22,7 @@ from webhooks.config.logs import JsonFormatter
 from webhooks.emit import emit_event, emit_events
 from webhooks.errors import ConfigError
 from webhooks.events.samples import sample_data
-from webhooks.lifecycle.attempt import run_attempt
+from webhooks.services.attempt import run_attempt
 from webhooks.sender.post import AttemptResult
 from webhooks.services.replay import replay
 from webhooks.storage.db import session_scope
