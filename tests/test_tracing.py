@@ -255,3 +255,38 @@ def test_emit_events_makes_one_emit_span_per_event(sqlite_db, quiet_publish, tra
     with session_scope() as session:
         stored = {(d.event_id, _ids(d.trace_context)) for d in session.query(Delivery)}
     assert stored == {(i, (spans[i].trace_id, spans[i].span_id)) for i in ids}
+
+
+def test_recovers_replays_start_new_traces_linked_to_their_originals(
+        sqlite_db, quiet_publish, traced):
+    """recover's replays are parked for the sweep (no message): each still has its trace."""
+    import datetime as dt
+
+    from sqlalchemy import select
+
+    from webhooks.services.recovery import recover
+    from webhooks.storage.models import Subscription
+
+    account_id, _ = make_account("recovered")
+    subscription_id = make_subscription(account_id, "https://example.com/hook").id
+    originals = [emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids[0]
+                 for _ in range(2)]
+    for delivery_id in originals:
+        assert run_attempt(delivery_id, 0, sender=Answers(400)) == "failed"
+    with session_scope() as session:
+        recovered = recover(session, session.get(Subscription, subscription_id),
+                            utcnow() - dt.timedelta(hours=1), None)
+        assert recovered.replayed == 2
+    with session_scope() as session:
+        replays = dict(session.execute(select(Delivery.replay_of, Delivery.id)
+                                       .where(Delivery.replay_of.is_not(None))).all())
+    emits = {span.span_id: span for span in _exported(traced, "webhooks.emit")}
+    original_context = {delivery_id: _ids(_stored_context(delivery_id)) for delivery_id in originals}
+    replay_spans = {span.attributes["webhooks.replay_of"]: span
+                    for span in _exported(traced, "webhooks.replay")}
+    for original in originals:
+        span = replay_spans[original]
+        assert span.links == [original_context[original]]
+        assert original_context[original][1] in emits
+        assert span.trace_id != original_context[original][0]
+        assert _ids(_stored_context(replays[original])) == (span.trace_id, span.span_id)
