@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 from flask import Flask
 
 from webhooks.composition import compose
-from webhooks.config import get_settings
+from webhooks.config import get_settings, tracing
 from webhooks.config.logs import configure_logging
 
 from . import access_log, body_limit, health, metrics, ratelimit, security, transaction
@@ -30,6 +32,7 @@ def create_app(config: dict | None = None) -> Flask:
     # Parse the settings now: a malformed WEBHOOKS_* variable stops the web
     # process at start, naming the variable, not on some later request.
     settings = get_settings()
+    tracing.check(os.environ)  # OTEL_* (webhooks/config/tracing.py): set up at the first span
     compose()  # the lifecycle's listeners: the broker, operational webhooks (composition.py)
     portal_config = load_portal_config()
     app = Flask(__name__)

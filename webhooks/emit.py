@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from webhooks.broker import outbox
 from webhooks.broker.outbox import publish_after_commit
-from webhooks.config import Settings, get_settings
+from webhooks.config import Settings, get_settings, tracing
 from webhooks.errors import InvalidEvent, NotFound
 from webhooks.events.inputs import envelope_bytes, validate_input, validate_ordering_key
 from webhooks.events.samples import sample_data
@@ -170,10 +170,13 @@ def _store(
     ordering_key: str | None = None,
     rows_to_insert: list | None = None,
     inserted: bool | None = None,
+    trace_context: str | None = None,
 ) -> tuple[EmittedEvent, list[Dispatch]]:
     """Store the event, then its deliveries (or, given ``rows_to_insert``, add their rows
     to it for the caller to insert with others in one statement: emit_events; given
-    ``inserted``, the caller inserted the event already, and says if it was new)."""
+    ``inserted``, the caller inserted the event already, and says if it was new).
+    ``trace_context``: the traceparent of the event's emit span, stored with each delivery
+    (None: tracing is off)."""
     if inserted is None:
         inserted = _insert_event(connection, _event_values(
             account_id, event_type, body, event_id, created_at, idempotency_key, settings))
@@ -198,7 +201,7 @@ def _store(
             status=DeliveryStatus.PAUSED.value if held else DeliveryStatus.PENDING.value,
             attempt_count=0, next_attempt_at=None if queued else created_at, parked=queued,
             claimed_at=None, replay_of=None, created_at=created_at, updated_at=created_at,
-            ordering_key=ordering_key, key_sequence=key_sequence,
+            ordering_key=ordering_key, key_sequence=key_sequence, trace_context=trace_context,
         ))
     if rows_to_insert is not None:
         rows_to_insert.extend(rows)
@@ -222,6 +225,7 @@ class _Checked:
     event_id: str
     created_at: dt.datetime
     body: bytes
+    trace_context: str | None = None  # its emit span's traceparent (tracing.py), if tracing
 
 
 def _checked(account_id, event_type, data, idempotency_key, ordering_key, settings) -> _Checked:
@@ -237,13 +241,16 @@ def _store_checked(connection, account_id, checked: _Checked, targets, settings,
                    rows_to_insert=None, inserted=None):
     return _store(connection, account_id, checked.event_type, checked.body, checked.event_id,
                   checked.created_at, checked.idempotency_key, targets, settings,
-                  checked.ordering_key, rows_to_insert, inserted)
+                  checked.ordering_key, rows_to_insert, inserted, checked.trace_context)
 
 
 def _emit(session, account_id, event_type, data, idempotency_key, settings, only_subscription=None,
           ordering_key=None):
     """Validate and store in ``session``'s transaction; returns the event and what to publish."""
     checked = _checked(account_id, event_type, data, idempotency_key, ordering_key, settings)
+    trace_context = tracing.current_trace_context()  # the emit span's (None: tracing off)
+    if trace_context is not None:
+        checked = dataclasses.replace(checked, trace_context=trace_context)
     connection = session.connection()
     if only_subscription is None:
         targets = _targets(connection, account_id, event_type)
@@ -262,8 +269,9 @@ def store_checked(connection: Connection, account_id: str, event_type: str, data
     event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     targets = _targets(connection, account_id, event_type)
+    # Stored under the span current now (the attempt whose outcome the notice reports).
     return _store(connection, account_id, event_type, body, event_id, created_at, None,
-                  targets, settings)
+                  targets, settings, trace_context=tracing.current_trace_context())
 # --- end of operational notices ----------------------------------------------------
 
 
@@ -306,7 +314,20 @@ def emit_event(account_id, event_type, data, *, idempotency_key=None, session=No
     ``ordering_key`` (1 to 200 printable ASCII characters, else InvalidEvent):
     each subscription receives the account's events with this key one at a
     time, in the order they were emitted (lifecycle/ordering.py).
+
+    With tracing on (README, "Tracing"), a ``webhooks.emit`` span, a child of the
+    caller's current span, covers the call.
     """
+    if not tracing.on():
+        return _emit_event(account_id, event_type, data, idempotency_key, session, ordering_key)
+    with tracing.emit_span(account_id, event_type) as span:
+        emitted = _emit_event(account_id, event_type, data, idempotency_key, session,
+                              ordering_key)
+        tracing.emitted(span, emitted.id, len(emitted.delivery_ids))
+        return emitted
+
+
+def _emit_event(account_id, event_type, data, idempotency_key, session, ordering_key):
     settings = get_settings()
     if session is not None:
         emitted, dispatches = _emit(session, account_id, event_type, data, idempotency_key, settings,
@@ -346,14 +367,32 @@ def emit_events(account_id, events, *, session=None) -> list[str]:
         return []
     checked = [_checked_at(index, account_id, event, settings)
                for index, event in enumerate(given)]
+    if not tracing.on():
+        return _emit_checked(account_id, checked, session, settings)[0]
+    spans = [tracing.start_emit_span(account_id, one.event_type) for one in checked]
+    try:
+        ids, counts = _emit_checked(
+            account_id, [dataclasses.replace(one, trace_context=trace_context)
+                         for one, (_, trace_context) in zip(checked, spans)], session, settings)
+    except BaseException as exc:
+        for span, _ in spans:
+            tracing.end_failed(span, exc)
+        raise
+    for (span, _), event_id, count in zip(spans, ids, counts):
+        tracing.emitted(span, event_id, count, end=True)
+    return ids
+
+
+def _emit_checked(account_id, checked: list[_Checked], session, settings):
+    """emit_events' store and publish: the ids, and how many deliveries each event made."""
     if session is not None:
-        ids, dispatches = _store_all(session, account_id, checked, settings)
+        ids, dispatches, counts = _store_all(session, account_id, checked, settings)
         session.flush()
         publish_after_commit(session, dispatches)
-        return ids
+        return ids, counts
     own = get_sessionmaker(pre_ping=True)()
     try:
-        ids, dispatches = _store_all(own, account_id, checked, settings)
+        ids, dispatches, counts = _store_all(own, account_id, checked, settings)
         own.commit()
     except BaseException:
         own.rollback()
@@ -361,7 +400,7 @@ def emit_events(account_id, events, *, session=None) -> list[str]:
     finally:
         own.close()
     outbox.publish(dispatches)
-    return ids
+    return ids, counts
 
 
 _EVENT_FIELDS = {"type", "data", "idempotency_key", "ordering_key"}
@@ -403,7 +442,8 @@ def _checked_at(index: int, account_id, event, settings) -> _Checked:
 
 
 def _store_all(session, account_id, checked: list[_Checked], settings):
-    """Store checked events in ``session``'s transaction; (their ids, what to publish)."""
+    """Store checked events in ``session``'s transaction; (their ids, what to publish, how many
+    deliveries each made)."""
     connection = session.connection()
     targets_of: dict[str, list] = {}
     for one in checked:  # first: an unknown account stores nothing (NotFound)
@@ -412,19 +452,21 @@ def _store_all(session, account_id, checked: list[_Checked], settings):
     new = _insert_events(connection, account_id, checked, settings)
     first_of = _first_events(connection, account_id,
                              {one.idempotency_key for one in checked if one.event_id not in new})
-    ids, dispatches, rows = [], [], []
+    ids, dispatches, rows, counts = [], [], [], []
     for one in checked:
         if one.event_id not in new:  # its idempotency key was used before: the first event's id
             ids.append(first_of[one.idempotency_key])
+            counts.append(0)
             continue
         emitted, published = _store_checked(connection, account_id, one,
                                             targets_of[one.event_type], settings, rows,
                                             inserted=True)
         ids.append(emitted.id)
+        counts.append(len(emitted.delivery_ids))
         dispatches += published
     if rows:  # every event's deliveries in one statement
         connection.execute(_INSERT_DELIVERIES, rows)
-    return ids, dispatches
+    return ids, dispatches, counts
 
 
 def _insert_events(connection, account_id, checked: list[_Checked], settings) -> set[str]:
@@ -477,7 +519,8 @@ def _statement_values(account_id, event_type, data, idempotency_key, settings) -
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
     return dict(event_id=event_id, account_id=account_id, event_type=event_type,
                 pausable=held_by_pause(event_type), version=settings.version,
-                idempotency_key=idempotency_key, body=body, created_at=created_at)
+                idempotency_key=idempotency_key, body=body, created_at=created_at,
+                trace_context=tracing.current_trace_context())
 
 
 # --- group commit of emit_event's own transactions (group_commit.py) ------------------

@@ -4,11 +4,11 @@ import logging
 import os
 import sys
 
-from celery.signals import celeryd_after_setup, setup_logging
+from celery.signals import celeryd_after_setup, setup_logging, worker_process_shutdown, worker_shutdown
 
 from webhooks.broker.celery_app import COUNTDOWN_QUEUE, MAINTENANCE_QUEUE, get_app
 from webhooks.composition import compose
-from webhooks.config import get_settings
+from webhooks.config import get_settings, tracing
 from webhooks.config.logs import RoutineToDebug, configure_logging
 from webhooks.errors import ConfigError
 
@@ -19,6 +19,7 @@ def _settings_or_exit() -> None:
     the settings' ConfigError was a traceback through Celery's loader."""
     try:
         get_settings()
+        tracing.check(os.environ)  # OTEL_* (webhooks/config/tracing.py)
     except ConfigError as error:
         sys.exit(f"error: {error}")
 
@@ -73,3 +74,12 @@ def _take_maintenance_tasks(sender=None, instance=None, **_):
     for name in (MAINTENANCE_QUEUE, COUNTDOWN_QUEUE):
         if name not in queues.consume_from:
             queues.select_add(name)
+
+
+@worker_process_shutdown.connect
+@worker_shutdown.connect
+def _export_held_spans(**_):
+    """Export the spans a worker (or a pool process) still holds before it exits: the
+    batch processor sends every few seconds (OTEL_BSP_SCHEDULE_DELAY), and a pool
+    process may exit without running atexit hooks. Nothing while tracing is off."""
+    tracing.flush()

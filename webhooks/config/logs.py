@@ -7,6 +7,10 @@
      "event_id": "3f0c…", "subscription_id": "a1b2…", "attempt": 1, "status_code": 200,
      "outcome": "success"}
 
+While tracing is on and a span is current (webhooks/config/tracing.py), a line
+also carries ``trace_id`` and ``span_id`` (hex), so a trace viewer's span and
+its log lines find each other.
+
 Only the fields in :data:`CONTEXT_FIELDS` are taken from a record's ``extra``:
 anything else passed there (a URL, a body, a secret) never reaches the log.
 As a second guard, signing secrets (``whsec_…``), private keys (``whsk_…``),
@@ -26,7 +30,7 @@ import re
 import sys
 from typing import TextIO
 
-from webhooks.config import get_settings
+from webhooks.config import get_settings, tracing
 
 __all__ = ["CONTEXT_FIELDS", "JsonFormatter", "RoutineToDebug", "configure_logging", "redact",
            "mask_url_passwords"]
@@ -83,6 +87,9 @@ class JsonFormatter(logging.Formatter):
             value = getattr(record, name, None)
             if value is not None:
                 line[name] = value if isinstance(value, (int, float, bool)) else str(value)
+        span_ids = tracing.log_ids()
+        if span_ids is not None:
+            line.update(span_ids)
         if record.exc_info:
             line["exception"] = redact(self.formatException(record.exc_info))
         elif record.exc_text:

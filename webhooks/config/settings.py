@@ -46,6 +46,8 @@ class Settings:
     version: str = DEFAULT_VERSION
     timeout: float = 15.0
     allow_private_targets: bool = False
+    # Each delivery carries a W3C traceparent header of its attempt's span (tracing on).
+    trace_receivers: bool = False
     countdown_limit: int = 300
     # The longest wait a receiver's Retry-After may ask for (429/503); 0: the plain ladder.
     retry_after_max: int = 43200
@@ -176,6 +178,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         version=version(env),
         timeout=positive_number(env, "WEBHOOKS_TIMEOUT", 15.0),
         allow_private_targets=boolean(env, "WEBHOOKS_ALLOW_PRIVATE_TARGETS", False),
+        trace_receivers=boolean(env, "WEBHOOKS_TRACE_RECEIVERS", False),
         countdown_limit=countdown_limit,
         retry_after_max=positive_number(
             env, "WEBHOOKS_RETRY_AFTER_MAX", 43200, integer=True, allow_zero=True

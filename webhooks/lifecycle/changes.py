@@ -15,6 +15,7 @@ import datetime as dt
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
+from webhooks.config import tracing
 from webhooks.errors import Conflict, NotFound
 from webhooks.lifecycle import listeners, transitions
 from webhooks.lifecycle.dispatch import Dispatch
@@ -173,9 +174,11 @@ def replay_row(original, *, held: bool, parked: bool, now: dt.datetime) -> dict:
     """The row of a replay of ``original`` (a delivery or a row with its ids and type): a
     new delivery of the same event to the same subscription, attempts from 1, due now;
     ``paused`` if ``held`` (its subscription is paused), else pending, ``parked`` for
-    the sweep to send or carried by a message the caller publishes."""
+    the sweep to send or carried by a message the caller publishes. With tracing on, its
+    attempts go in a new trace, linked to the original's (config/tracing.py)."""
+    replay_id = new_id()
     return dict(
-        id=new_id(),
+        id=replay_id,
         account_id=original.account_id,
         event_id=original.event_id,
         subscription_id=original.subscription_id,
@@ -185,6 +188,9 @@ def replay_row(original, *, held: bool, parked: bool, now: dt.datetime) -> dict:
         next_attempt_at=now,
         parked=parked and not held,
         replay_of=original.id,
+        trace_context=tracing.replay_trace_context(
+            original.trace_context, delivery_id=replay_id, replay_of=original.id,
+            event_id=original.event_id, subscription_id=original.subscription_id),
         created_at=now,
         updated_at=now,
     )

@@ -78,6 +78,8 @@ class Claim:
     # The subscription's stored values (None: null) of the options declared ``claimed``
     # (tenants/options.py), by name: what an attempt uses beside the fields above.
     options: Mapping[str, object] = field(default_factory=dict)
+    # The traceparent its attempt's span is a child of (config/tracing.py); None: none stored.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,8 @@ _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            subscriptions.c.client_certificate, subscriptions.c.oauth2,
            *(subscriptions.c[name] for name in CLAIMED))
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
-          deliveries.c.paced, deliveries.c.ordering_key, deliveries.c.key_sequence)
+          deliveries.c.paced, deliveries.c.ordering_key, deliveries.c.key_sequence,
+          deliveries.c.trace_context)
 # The names of a claimed row's columns, in the order the backends return them.
 _COLUMNS = tuple(column.name for column in (*_TAKEN, *_LOADED))
 
@@ -222,7 +225,8 @@ def _claimed(delivery_id: str, attempt_count: int, row) -> Claim:
                  signature_scheme=loaded["signature_scheme"] or "service",
                  staged_secret=loaded["staged_secret"],
                  client_certificate=loaded["client_certificate"], oauth2=loaded["oauth2"],
-                 options={name: loaded[name] for name in CLAIMED})
+                 options={name: loaded[name] for name in CLAIMED},
+                 trace_context=loaded["trace_context"])
 
 
 # One statement, so it needs no transaction: a claimable delivery that was not claimed

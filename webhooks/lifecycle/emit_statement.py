@@ -52,6 +52,8 @@ _TYPE = bindparam("event_type", type_=String(64))
 _CREATED = bindparam("created_at", type_=UTCDateTime)
 # False for the one type a pause never holds (states.held_by_pause), given by the caller.
 _PAUSABLE = bindparam("pausable", type_=Boolean)
+# The traceparent of the event's emit span, stored with each delivery (null: tracing off).
+_TRACE_CONTEXT = bindparam("trace_context", type_=String(55))
 
 
 class Stored(NamedTuple):
@@ -96,11 +98,11 @@ def _steps():
         select(func.gen_random_uuid().cast(String(36)), _ACCOUNT_ID, event.c.id, targets.c.id,
                _TYPE, case((and_(paused, _PAUSABLE), PAUSED), else_=PENDING),
                literal(0), case((queued, null()), else_=_CREATED), queued, null(), null(),
-               false(), _CREATED, _CREATED)
+               false(), _TRACE_CONTEXT, _CREATED, _CREATED)
         .select_from(event.join(targets, true())),
         ["id", "account_id", "event_id", "subscription_id", "event_type", "status",
          "attempt_count", "next_attempt_at", "parked", "claimed_at", "replay_of", "paced",
-         "created_at", "updated_at"],
+         "trace_context", "created_at", "updated_at"],
     ).cte("delivered")
     return account, event, delivered
 
@@ -141,11 +143,13 @@ _EMIT_MANY = _batched()
 def store_in_one_statement(connection: Connection, *, event_id: str, account_id: str,
                            event_type: str, pausable: bool, version: str,
                            idempotency_key: str | None, body: bytes,
-                           created_at: dt.datetime) -> Stored:
-    """Run the statement on ``connection`` (autocommit: it commits as it returns)."""
+                           created_at: dt.datetime, trace_context: str | None = None) -> Stored:
+    """Run the statement on ``connection`` (autocommit: it commits as it returns).
+    ``trace_context``: the traceparent stored with each delivery (tracing.py), or None."""
     rows = execute_together(connection, [(_EMIT, dict(
         event_id=event_id, account_id=account_id, event_type=event_type, pausable=pausable,
-        version=version, idempotency_key=idempotency_key, body=body, created_at=created_at))])
+        version=version, idempotency_key=idempotency_key, body=body, created_at=created_at,
+        trace_context=trace_context))])
     account_found, event_stored = rows[0][0], rows[0][1]
     return Stored(bool(account_found), bool(event_stored),
                   [(d_id, status, parked) for _, _, d_id, status, parked in rows if d_id is not None])

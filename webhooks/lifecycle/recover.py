@@ -110,7 +110,8 @@ def _candidates(subscription_id: str, since: dt.datetime, end: dt.datetime):
     """The failed and dead deliveries of the window never replayed, oldest first."""
     d = _deliveries
     return (
-        select(d.c.id, d.c.account_id, d.c.event_id, d.c.subscription_id, d.c.event_type)
+        select(d.c.id, d.c.account_id, d.c.event_id, d.c.subscription_id, d.c.event_type,
+               d.c.trace_context)
         .where(d.c.subscription_id == subscription_id, d.c.status.in_(_REPLAYABLE_STORED),
                d.c.created_at >= since, d.c.created_at < end,
                ~exists(_replays_of(d.c.id)))

@@ -22,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 
 from webhooks.broker.countdowns import CountdownBudget
 from webhooks.broker.outbox import publish_now
-from webhooks.config import Settings, get_settings
+from webhooks.config import Settings, get_settings, tracing
 from webhooks.config.egress import EgressProxy
 from webhooks.events.envelope import MODE
 from webhooks.lifecycle import adaptive_pace, group_commit, pacing, policy
@@ -142,13 +142,30 @@ def run_attempt(
         claimed = _hold_to_slot(claimed)
     if claimed is None:
         return None
+    if not tracing.on():
+        return _attempt(engine, claimed, sender, settings)
+    with tracing.attempt_span(claimed.trace_context, delivery_id=claimed.delivery_id,
+                              subscription_id=claimed.subscription_id,
+                              attempt=claimed.attempt_number, url=claimed.url) as span:
+        return _attempt(engine, claimed, sender, settings, span)
+
+
+def _attempt(engine, claimed: Claim, sender: Sender | None, settings: Settings,
+             span=None) -> str | None:
+    """Send the claimed attempt, record it, log it, publish what follows; its new status
+    (None if its claim was taken back meanwhile). ``span``: its webhooks.attempt span,
+    given the outcome (tracing on)."""
     started_at = clock.now()
     result = _send(sender or default_sender(settings), claimed, settings)
     recorded = _record_or_internal_error(engine, claimed, result, started_at, settings)
     if recorded is None:
         log.warning("attempt %d of delivery %s finished after its claim was taken back",
-                    claimed.attempt_number, delivery_id)
+                    claimed.attempt_number, claimed.delivery_id)
         return None
+    if span is not None:
+        outcome = recorded.step.outcome
+        tracing.attempted(span, outcome.value, recorded.result.status_code, recorded.result.error,
+                          succeeded=outcome is policy.Outcome.SUCCESS)
     _log_attempt(claimed, recorded, settings)
     done = recorded.record
     publish_now([*([done.dispatch] if done.dispatch is not None else []), *done.released,
@@ -242,6 +259,8 @@ def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
     started = time.monotonic()
     try:
         headers = delivery_headers(claim, settings, int(time.time()))
+        if settings.trace_receivers:
+            _add_traceparent(headers)
         if claim.client_certificate is None and claim.oauth2 is None:
             return sender(claim.url, claim.body, headers)
         credentials = ReceiverCredentials(claim.subscription_id, claim.client_certificate,
@@ -251,6 +270,14 @@ def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
         log.exception("the sender raised on attempt %d of delivery %s",
                       claim.attempt_number, claim.delivery_id)
         return AttemptResult.failed(internal_error(exc), int((time.monotonic() - started) * 1000))
+
+
+def _add_traceparent(headers: dict[str, str]) -> None:
+    """WEBHOOKS_TRACE_RECEIVERS: the attempt span's W3C traceparent, so that a receiver's own
+    spans join the event's trace (nothing while tracing is off)."""
+    traceparent = tracing.traceparent_header()
+    if traceparent is not None:
+        headers["traceparent"] = traceparent
 
 
 def _record_or_internal_error(engine, claim, result, started_at, settings):

@@ -278,6 +278,9 @@ class Delivery(Base):
     key_sequence: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # True while it waits for its key's predecessor to finish (states.behind_its_key).
     behind_key: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # The W3C traceparent its attempts' spans are children of (webhooks/config/tracing.py):
+    # its event's webhooks.emit span, or a replay's webhooks.replay span; None: tracing off.
+    trace_context: Mapped[str | None] = mapped_column(String(55), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
 
