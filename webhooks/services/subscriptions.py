@@ -13,19 +13,21 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from webhooks.config import get_settings
+from webhooks.events.filters import parse_filter
 from webhooks.lifecycle import changes
 from webhooks.services.credentials import (EXPIRY_WARNING_DAYS, certificate_expires_soon,
                                            credential_changes, shown_credentials)
 from webhooks.storage.models import Subscription, utcnow
 from webhooks.tenants import custom_headers  # the rules of a subscription's headers
-from webhooks.tenants import rotation
+from webhooks.tenants import retry_schedules, rotation
 from webhooks.tenants.options import BY_NAME, OPTIONS, Kind, Option, value_of
 from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES, scheme_problem
 
 __all__ = ["SETTINGS", "OPTIONS", "Kind", "Option", "SCHEMES", "DEFAULT_SCHEME", "scheme_problem",
            "custom_headers", "canonical_id", "owned", "create", "change", "change_scheme",
            "delete", "option_values", "in_flight_limit", "credential_changes",
-           "shown_credentials", "certificate_expires_soon", "EXPIRY_WARNING_DAYS"]
+           "shown_credentials", "certificate_expires_soon", "EXPIRY_WARNING_DAYS",
+           "check_filter", "retry_schedules", "retry_schedule_in_force"]
 
 SETTINGS = changes.SETTINGS  # the settable fields, with their defaults
 
@@ -89,3 +91,16 @@ def in_flight_limit(subscription: Subscription) -> int | None:
     (``max_in_flight``, else WEBHOOKS_MAX_IN_FLIGHT), or lower while the adaptive pace has
     lowered it (lifecycle/adaptive_pace.py). Shown as ``in_flight_limit``."""
     return value_of(BY_NAME["in_flight_limit"], subscription, get_settings())
+
+
+def check_filter(value: object) -> None:
+    """InvalidFilter (API: 400 ``invalid_filter``) naming where ``value`` cannot be a
+    subscription's filter (events/filters.py); None (every event) is one."""
+    if value is not None:
+        parse_filter(value)
+
+
+def retry_schedule_in_force(subscription: Subscription) -> tuple[int, ...]:
+    """The retry delays (seconds) its deliveries follow: its ``retry_schedule``, or the
+    service's ladder (WEBHOOKS_RETRY_DELAYS)."""
+    return retry_schedules.in_force(subscription.retry_schedule, get_settings().retry_delays)
