@@ -515,7 +515,7 @@ def _statement_values(account_id, event_type, data, idempotency_key, settings) -
 # an event while a filtered subscription's filter is not among those the caller evaluated,
 # and answers it: so an account without filters costs nothing more, and one with filters
 # costs a second statement only when they changed since this process last emitted.
-_KNOWN_FILTERS: dict[tuple[str, str], tuple[dict, str]] = {}
+_KNOWN_FILTERS: dict[tuple[str, str], tuple[dict, str, tuple]] = {}  # (+ (id, tree) pairs)
 _KNOWN_MAX = 10_000  # (account, type) pairs remembered; past it the memory starts over
 _NO_FILTERS = {"considered": "{}", "accepted": "[]"}
 
@@ -535,10 +535,9 @@ def _filter_values(account_id: str, event_type: str, body: bytes) -> dict:
     known = _KNOWN_FILTERS.get((account_id, event_type))
     if known is None:
         return _NO_FILTERS
-    filters, text = known
+    _, text, trees = known
     envelope = json.loads(body)
-    accepted = [subscription_id for subscription_id, chosen in filters.items()
-                if parse_stored(chosen).accepts(envelope)]
+    accepted = [subscription_id for subscription_id, tree in trees if tree.accepts(envelope)]
     return {"considered": text, "accepted": json.dumps(accepted)}
 
 
@@ -547,9 +546,10 @@ def _learn(account_id: str, event_type: str, filters: dict) -> None:
     if len(_KNOWN_FILTERS) >= _KNOWN_MAX:
         _KNOWN_FILTERS.clear()
     key = (account_id, event_type)
-    known = dict(_KNOWN_FILTERS.get(key, ({}, ""))[0])
+    known = dict(_KNOWN_FILTERS.get(key, ({}, "", ()))[0])
     known.update(filters)
-    _KNOWN_FILTERS[key] = (known, json.dumps(known))
+    trees = tuple((subscription_id, parse_stored(chosen)) for subscription_id, chosen in known.items())
+    _KNOWN_FILTERS[key] = (known, json.dumps(known), trees)
 # --- end of filters on the one statement ------------------------------------------------
 
 

@@ -40,7 +40,7 @@ import datetime as dt
 from typing import NamedTuple
 
 from sqlalchemy import (Boolean, Integer, String, Text, and_, bindparam, case, cast, false, func,
-                        literal, null, select, true)
+                        literal, null, select, true, type_coerce)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.engine import Connection
 
@@ -63,9 +63,12 @@ _CREATED = bindparam("created_at", type_=UTCDateTime)
 _PAUSABLE = bindparam("pausable", type_=Boolean)
 # The filters the caller evaluated, {subscription id: filter} as JSON text, and the ids of
 # those that accepted the event, a JSON array as text (text, not arrays: the batch passes
-# one value per event, and unnest flattens an array of arrays).
-_CONSIDERED = cast(bindparam("considered", type_=Text), JSONB)
-_ACCEPTED = cast(bindparam("accepted", type_=Text), JSONB)
+# one value per event, and unnest flattens an array of arrays). Each is read as JSONB once
+# per statement (an uncorrelated scalar subquery is an InitPlan), not once per target row.
+_CONSIDERED = type_coerce(
+    select(cast(bindparam("considered", type_=Text), JSONB)).scalar_subquery(), JSONB)
+_ACCEPTED = type_coerce(
+    select(cast(bindparam("accepted", type_=Text), JSONB)).scalar_subquery(), JSONB)
 
 
 class Stored(NamedTuple):
