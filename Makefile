@@ -57,26 +57,36 @@ run: $(BIN)/.installed
 ## test-packages: the Debian packages of the tests that would skip without them, installed
 ## when missing, as .ci/run does: chromium (the dashboard's browser tests), nodejs (the Node
 ## receiver of docs/receivers.md), nftables, faketime and iproute2 (the cluster's short run,
-## the clock tests). Needs root or
+## the clock tests), tinyproxy (the egress-proxy tests). Needs root or
 ## passwordless sudo; otherwise the scripts say what is missing and those tests skip.
 .PHONY: test-packages
 test-packages:
 	@bash scripts/install-browser.sh
 	@bash scripts/install-node.sh
 	@bash scripts/cluster-setup.sh
+	@bash scripts/install-proxy.sh
 
-## test: the whole test suite (needs the machine's PostgreSQL and Redis; see README).
-## Two pytest-xdist workers, each with its own test database and Redis db: most tests wait on I/O.
-## `make test TEST_PACKAGES=` skips test-packages.
+## lint-imports: the layers of docs/architecture.md ("Layers"), as setup.cfg's import-linter
+## contracts declare them; an import that climbs fails, its path named. A fraction of a second
+## (no cache folder: --no-cache). tests/test_architecture.py counts circles and imports hidden
+## in functions beside it.
+LINT_IMPORTS = $(BIN)/lint-imports --no-cache
+
+## test: the layers, then the whole test suite (needs the machine's PostgreSQL and Redis; see
+## README). Two pytest-xdist workers, each with its own test database and Redis db: most tests
+## wait on I/O. `make test TEST_PACKAGES=` skips test-packages.
 TEST_PACKAGES ?= test-packages
 test: $(BIN)/.installed-test $(TEST_PACKAGES)
+	$(LINT_IMPORTS)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-## test-fast: the tier that needs no server (SQLite, fake senders, local sockets); seconds.
+## test-fast: the layers (lint-imports), then the tier that needs no server (SQLite, fake
+## senders, local sockets); seconds.
 ## Bytecode is cached even under PYTHONDONTWRITEBYTECODE: without the cache each of the three
 ## pytest processes compiles the project and re-rewrites the asserts of every test module and
 ## of Hypothesis (a pytest plugin), about 1.5 s of CPU each. No schemathesis in this tier.
 test-fast: $(BIN)/.installed-test
+	$(LINT_IMPORTS)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n 2 --tier fast -q -p no:schemathesis
 
 ## docs: the Python API reference, from the docstrings (Sphinx autodoc), in build/docs/html.

@@ -114,7 +114,7 @@ beat_schedule = {
     }
 }
 if _settings.retention_days:
-    # Retention (webhooks/storage/retention.py): a few seconds of small batches per interval.
+    # Retention (webhooks/lifecycle/retention.py): a few seconds of small batches per interval.
     beat_schedule["webhooks-purge"] = {
         "task": PURGE_TASK,
         "schedule": SlotSchedule(_settings.purge_interval),

@@ -34,8 +34,8 @@ class Target:
 def make_target(url: str, name: str = "bench", signature_scheme: str = "service") -> Target:
     """Create an account and one subscription (all event types) to ``url``, signed in
     ``signature_scheme``."""
-    from webhooks.tenants.accounts import create_account
     from webhooks.storage.db import session_scope
+    from webhooks.tenants.accounts import create_account
 
     with session_scope() as session:
         account, _ = create_account(session, name)
@@ -47,9 +47,9 @@ def add_subscription(account_id: str, url: str, secret: str | None = None,
                      signature_scheme: str = "service") -> Target:
     """One more subscription (all event types) of the account to ``url``; a new secret (or
     private key) of ``signature_scheme``'s format if None."""
-    from webhooks.tenants.schemes import new_secret
     from webhooks.storage.db import session_scope
     from webhooks.storage.models import Subscription, new_id, utcnow
+    from webhooks.tenants.schemes import new_secret
 
     with session_scope() as session:
         subscription = Subscription(
@@ -66,8 +66,8 @@ def sample_body(event_id: str = PLACEHOLDER_ID, event_type: str = EVENT_TYPE) ->
     """A real serialised envelope of ``event_type`` (sample data), as emit_event stores it."""
     from webhooks.config import get_settings
     from webhooks.events.envelope import build_envelope, serialise
-    from webhooks.storage.models import utcnow
     from webhooks.events.samples import sample_data
+    from webhooks.storage.models import utcnow
 
     envelope = build_envelope(event_id=event_id, event_type=event_type,
                               data=sample_data(event_type), created_at=utcnow(),
@@ -133,7 +133,7 @@ def publish_deliveries(delivery_ids: list[str], attempt_count: int = 0, *,
     attempt's retry is.
     """
     from webhooks.broker import celery_app, outbox
-    from webhooks.broker.outbox import Dispatch
+    from webhooks.lifecycle.dispatch import Dispatch
 
     started = time.perf_counter()
     if eta is None:

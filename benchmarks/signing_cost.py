@@ -21,8 +21,8 @@ def signing_cpu_us(scheme: str, attempts: int = ATTEMPTS) -> float:
     """CPU microseconds of one attempt's headers signed in ``scheme`` (the mean of
     ``attempts``), its key loaded once before, as a worker's is after its first attempt."""
     from webhooks.config import get_settings
-    from webhooks.lifecycle.attempt import delivery_headers
     from webhooks.lifecycle.claim import Claim
+    from webhooks.services.attempt import delivery_headers
     from webhooks.tenants.schemes import new_secret
 
     from .seed import PLACEHOLDER_ID, sample_body

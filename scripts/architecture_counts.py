@@ -8,7 +8,12 @@ three counts and the sites behind each:
   rows built for the ORM, and raw SQL that writes the table;
 - dialect branches outside the storage backends: every ``dialect.name``;
 - core modules imported by ``web/``: the distinct ``webhooks.*`` modules
-  that web code imports.
+  that web code imports;
+- import circles among the modules of ``webhooks/``, ``web/`` and ``worker/``,
+  counting the imports written inside functions too (issue 37): none;
+- imports of project modules written inside functions, outside the CLI
+  (``webhooks/cli``, whose lazy imports keep start-up fast): only the documented
+  plug-in points of :data:`PLUG_IN_POINTS`, at most 5.
 
 The counts are syntactic (ast and a regular expression), so they are cheap to
 re-run after a merge; a site a helper hides (a table passed in a variable of
@@ -19,6 +24,7 @@ module rather than relying on this count.
 from __future__ import annotations
 
 import ast
+import collections
 import pathlib
 import re
 import sys
@@ -116,6 +122,131 @@ def core_web_imports() -> dict[str, list[str]]:
     return _imports_of(CORE, "web")
 
 
+# --- The import graph (issue 37): circles and imports hidden in functions.
+
+PROJECT_ROOTS = ("webhooks", "web", "worker")
+CLI_PREFIX = "webhooks.cli"
+
+# The function-local imports of project modules allowed outside the CLI, each a plug-in
+# point: (importing module, imported module) -> why it is imported late. At most 5.
+PLUG_IN_POINTS: dict[tuple[str, str], str] = {}
+MAX_PLUG_IN_POINTS = 5
+
+
+def _project_modules() -> dict[str, pathlib.Path]:
+    """Every module of webhooks/, web/ and worker/ (migrations aside), by dotted name."""
+    modules = {}
+    for top in PROJECT_ROOTS:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def _targets(node: ast.AST, module: str, is_package: bool,
+             modules: dict[str, pathlib.Path]) -> list[str]:
+    """The project modules an import statement of ``module`` imports: ``a.b`` for
+    ``import a.b``; for ``from a.b import c``, ``a.b.c`` if that is a module, else ``a.b``."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        if node.level:
+            base = module.split(".") if is_package else module.split(".")[:-1]
+            base = base[:len(base) - (node.level - 1)]
+            package = ".".join(base + ([node.module] if node.module else []))
+        else:
+            package = node.module or ""
+        names = [f"{package}.{alias.name}" if f"{package}.{alias.name}" in modules else package
+                 for alias in node.names]
+    targets = {_resolve(name, modules) for name in names if name.split(".")[0] in PROJECT_ROOTS}
+    return sorted(target for target in targets if target and target != module)
+
+
+def _resolve(name: str, modules: dict[str, pathlib.Path]) -> str | None:
+    """The project module ``name`` stands for: itself, or the nearest package above it."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def import_graph() -> tuple[dict[str, set[str]], list[tuple[str, str, int]]]:
+    """(module -> the project modules it imports, anywhere in it; and every import of a
+    project module written inside a function, as (importer, imported, line))."""
+    modules = _project_modules()
+    edges: dict[str, set[str]] = collections.defaultdict(set)
+    local: list[tuple[str, str, int]] = []
+    for module, path in modules.items():
+        is_package = path.name == "__init__.py"
+
+        def visit(node: ast.AST, in_function: bool) -> None:
+            for child in ast.iter_child_nodes(node):
+                inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                           ast.Lambda))
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    for target in _targets(child, module, is_package, modules):
+                        edges[module].add(target)
+                        if inside:
+                            local.append((module, target, child.lineno))
+                visit(child, inside)
+
+        visit(ast.parse(path.read_text()), False)
+    return edges, local
+
+
+def import_circles() -> list[list[str]]:
+    """Every circle of imports among the project's modules (a strongly connected set of
+    more than one module, Tarjan's algorithm), function-local imports counted."""
+    edges, _ = import_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(edges.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for node in sorted(_project_modules()):
+            if node not in index:
+                connect(node)
+    finally:
+        sys.setrecursionlimit(limit)
+    return circles
+
+
+def local_imports_outside_cli() -> list[tuple[str, str, int]]:
+    """(importer, imported, line) of each import of a project module written inside a
+    function, outside webhooks/cli."""
+    _, local = import_graph()
+    return [site for site in local
+            if site[0] != CLI_PREFIX and not site[0].startswith(CLI_PREFIX + ".")]
+
+
 def main() -> int:
     writes, branches, imports = delivery_writes(), dialect_branches(), web_core_imports()
     print(f"writes to deliveries outside {', '.join(sorted(TRANSITIONS))}: {len(writes)}")
@@ -131,6 +262,16 @@ def main() -> int:
     print(f"core modules imported by web/: {len(imports)}")
     for module in sorted(imports):
         print(f"    {module}  ({len(set(imports[module]))} files)")
+    circles = import_circles()
+    print(f"import circles among webhooks/, web/, worker/ (function-local imports counted): "
+          f"{len(circles)}")
+    for circle in circles:
+        print(f"    {len(circle)} modules: {', '.join(circle)}")
+    local = local_imports_outside_cli()
+    print(f"function-local imports of project modules outside {CLI_PREFIX}: {len(local)}")
+    for importer, imported, line in local:
+        allowed = " (plug-in point)" if (importer, imported) in PLUG_IN_POINTS else ""
+        print(f"    {importer}:{line} -> {imported}{allowed}")
     return 0
 
 

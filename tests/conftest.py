@@ -162,6 +162,15 @@ def _use_database(monkeypatch, url: str) -> None:
     reset_settings_cache()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _composed():
+    """The suite is an entrance, as the web app, the worker and the CLI are: the lifecycle's
+    listeners are registered once (webhooks/composition.py)."""
+    from webhooks.composition import compose
+
+    compose()
+
+
 @pytest.fixture(autouse=True)
 def _fresh_settings():
     """Every test starts and ends with settings read from the environment."""

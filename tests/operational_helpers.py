@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from sqlalchemy import func, select
 
 from webhooks.cli.commands import main
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
 from webhooks.signing import verify
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Delivery, Event

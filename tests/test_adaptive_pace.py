@@ -9,9 +9,10 @@ import pytest
 from sqlalchemy import func, select, update
 
 from tests.factories import make_account, make_subscription
+from webhooks import states
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
-from webhooks.lifecycle import adaptive_pace, states
+from webhooks.lifecycle import adaptive_pace
 from webhooks.lifecycle.adaptive_pace import Pace
 from webhooks.lifecycle.claim import Caps
 from webhooks.lifecycle.claim import claim as claim_attempt

@@ -184,7 +184,7 @@ def jail(monkeypatch):
 
 @pytest.fixture
 def guarded(db, monkeypatch):
-    """This process delivers itself (webhooks.lifecycle.attempt.run_attempt: claim, sign, POST, record)."""
+    """This process delivers itself (webhooks.services.attempt.run_attempt: claim, sign, POST, record)."""
     from webhooks.config import reset_settings_cache
 
     monkeypatch.setenv("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "false")
@@ -200,7 +200,7 @@ def _deliver_once(account_id: str, url: str):
     The account's earlier subscriptions are left out (they take test.ping alone)."""
     from sqlalchemy import update
 
-    from webhooks.lifecycle.attempt import run_attempt
+    from webhooks.services.attempt import run_attempt
     from webhooks.storage.models import Subscription
 
     with get_engine().begin() as connection:

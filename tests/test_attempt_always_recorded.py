@@ -17,9 +17,9 @@ from tests.support.rawserver import RawServer
 from webhooks.config import get_settings
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
-from webhooks.lifecycle import attempt as delivery_module
-from webhooks.lifecycle.attempt import run_attempt
 from webhooks.sender.post import AttemptResult, HttpSender
+from webhooks.services import attempt as delivery_module
+from webhooks.services.attempt import run_attempt
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Attempt, Delivery
 

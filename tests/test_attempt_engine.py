@@ -21,9 +21,9 @@ from webhooks.config import get_settings, reset_settings_cache
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.lifecycle import record as record_module
-from webhooks.lifecycle.attempt import run_attempt
 from webhooks.lifecycle.sweep import sweep
 from webhooks.sender.post import AttemptResult
+from webhooks.services.attempt import run_attempt
 from webhooks.storage.db import dispose_engine, get_attempt_engine, get_engine, session_scope
 from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 

@@ -22,7 +22,7 @@ from webhooks.lifecycle.record import record as record_attempt
 from webhooks.lifecycle.recover import recover
 from webhooks.storage import rollup, waiting_counts
 from webhooks.storage.backends import Backend, backend_of
-from webhooks.storage.db import get_engine, session_scope
+from webhooks.storage.db import get_engine, in_autocommit, session_scope
 from webhooks.storage.models import (Attempt, AttemptTotal, Delivery, Event, ScheduledRun,
                                      Subscription, utcnow)
 
@@ -206,4 +206,4 @@ def test_locks_and_snapshots_are_usable(account):
         backend.limit_statement_time(connection, 1000)
         statement = backend.skip_locked(select(Delivery.id))
         assert connection.execute(statement).all() == []
-        assert backend.in_autocommit(connection) is False
+        assert in_autocommit(connection) is False  # a session's engine: BEGIN is SQLAlchemy's

@@ -14,7 +14,7 @@ from tests.test_delivery_wire import CLAIM
 from tests.test_store import emit
 from webhooks.config import load_settings
 from webhooks.config.logs import JsonFormatter
-from webhooks.lifecycle.attempt import delivery_headers, run_attempt
+from webhooks.services.attempt import delivery_headers, run_attempt
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription
 from webhooks.tenants import custom_headers

@@ -14,8 +14,8 @@ from webhooks.config import load_settings
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.lifecycle import changes as store
-from webhooks.lifecycle.attempt import run_attempt
 from webhooks.sender.post import AttemptResult
+from webhooks.services.attempt import run_attempt
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 

@@ -6,9 +6,9 @@ import requests
 import responses
 
 from webhooks.config import load_settings
-from webhooks.lifecycle.attempt import delivery_headers
 from webhooks.lifecycle.claim import Claim
 from webhooks.sender.post import HttpSender
+from webhooks.services.attempt import delivery_headers
 from webhooks.signing import verify
 
 URL = "https://hooks.example.com/webhooks"

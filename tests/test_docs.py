@@ -220,10 +220,10 @@ def test_no_guide_calls_an_older_schema_this_checkout():
 
 def _signatures_sent_while_staged(scheme: str) -> int:
     """How many signatures a delivery of ``scheme`` carries while a rotation is staged,
-    from the headers an attempt sends (lifecycle/attempt.py)."""
+    from the headers an attempt sends (services/attempt.py)."""
     from webhooks.config import get_settings
-    from webhooks.lifecycle.attempt import delivery_headers
     from webhooks.lifecycle.claim import Claim
+    from webhooks.services.attempt import delivery_headers
     from webhooks.tenants.schemes import new_secret
 
     claim = Claim("d1", 1, "e1", "email.sent", "s1", "https://example.com/", new_secret(scheme),

@@ -14,10 +14,10 @@ import pytest
 from cryptography.exceptions import InvalidSignature as Mismatch
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from tests.factories import make_account, make_subscription
+from tests.factories import make_subscription
 from tests.support.ed25519 import v1a_results
-from tests.support.worker import emit_with, running_worker
-from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
+from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
+from tests.support.stack import wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.signing import key_id, public_key_of, verify
@@ -29,16 +29,7 @@ pytestmark = pytest.mark.integration
 ED25519 = "standard-ed25519"
 
 
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(WORKER_ENV)
-
-
-@pytest.fixture
-def account(worker, db, receiver, monkeypatch):
-    emit_with(monkeypatch, WORKER_ENV)
-    account_id, _ = make_account()
-    return account_id
+worker, account = worker_fixtures(PIPELINE_ENV)
 
 
 def _headers(request) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""emit_event's one statement on PostgreSQL (webhooks/storage/emit_statement.py) against the
+"""emit_event's one statement on PostgreSQL (webhooks/lifecycle/emit_statement.py) against the
 session's three statements (emit._emit_in_a_session), which SQLite and ``session=``
 callers still use: the same rows, the same messages; and a lost commit is tried
 again without a second event.
@@ -16,7 +16,7 @@ from tests.factories import make_account, make_subscription
 from webhooks import emit as emit_module
 from webhooks.config import get_settings
 from webhooks.events.samples import sample_data
-from webhooks.storage import emit_statement
+from webhooks.lifecycle import emit_statement
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Delivery, Event, Subscription, new_id, utcnow
 

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from tests.factories import make_account, make_subscription
-from tests.support.worker import emit_with, running_worker
-from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
+from tests.factories import make_subscription
+from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
+from tests.support.stack import wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.lifecycle.pace_rate import FLOOR_PER_S
@@ -22,19 +22,10 @@ from webhooks.storage.models import Delivery, Subscription, utcnow
 pytestmark = pytest.mark.integration
 
 # A ladder of 1 s steps, pausing only after 25 failures: a pause seen here is the 410's.
-ENV = {**WORKER_ENV, "WEBHOOKS_RETRY_AFTER_MAX": "3600"}
+ENV = {**PIPELINE_ENV, "WEBHOOKS_RETRY_AFTER_MAX": "3600"}
 
 
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(ENV)
-
-
-@pytest.fixture
-def account(worker, db, receiver, monkeypatch):
-    emit_with(monkeypatch, ENV)
-    account_id, _ = make_account()
-    return account_id
+worker, account = worker_fixtures(ENV)
 
 
 def _delivery(delivery_id: str) -> Delivery:

@@ -19,12 +19,12 @@ from tests.factories import make_account, make_subscription
 from tests.support.threads import started_thread, wait_for
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
-from webhooks.lifecycle import attempt as attempt_module
 from webhooks.lifecycle.claim import Caps, claim, claim_many
 from webhooks.lifecycle.group_commit import Group
 from webhooks.lifecycle.policy import Rules, next_step
 from webhooks.lifecycle.record import groups, record, record_many
 from webhooks.sender.post import AttemptResult
+from webhooks.services import attempt as attempt_module
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import attempt_transaction, get_attempt_engine, session_scope
 from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
@@ -403,11 +403,11 @@ def test_concurrent_attempts_claim_together_and_a_failed_batch_falls_back(engine
         group = Group("claims", attempt_module._claim_batch, alone, lambda: 32)
         ids = [_emit(account_id) for _ in range(6)]
 
-        def claim_many_spy(connection, items, fail=fail):
+        def claim_many_spy(connection, items, statements, fail=fail):
             batches.append(len(items))
             if fail:
                 raise RuntimeError("the batch failed")
-            return real_claim_many(connection, items)
+            return real_claim_many(connection, items, statements)
 
         monkeypatch.setattr(backend, "claim_many", claim_many_spy)
         sender = _Sender()

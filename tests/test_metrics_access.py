@@ -129,7 +129,8 @@ def test_a_malformed_allow_list_stops_the_app_at_start(make_app):
 def test_operational_endpoints_are_counted_apart_from_the_customers_subscriptions(make_app):
     from tests.api.helpers import make_subscription, new_caller
     from tests.dashboard.rows import pause_subscription
-    from webhooks.operational.operator import OPERATOR_ACCOUNT_ID, operator_account
+    from webhooks.operational.operator import operator_account
+    from webhooks.reserved import OPERATOR_ACCOUNT_ID
     from webhooks.storage.db import session_scope
 
     from tests.test_metrics_health import scrape

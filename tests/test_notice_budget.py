@@ -15,9 +15,9 @@ from sqlalchemy import select
 from tests.factories import make_account, make_subscription
 from webhooks.config import reset_settings_cache
 from webhooks.lifecycle.sweep import sweep
-from webhooks.operational import endpoints
 from webhooks.operational.budget import earliest, spent
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
+from webhooks.services import operational_endpoints as endpoints
 from webhooks.services import pausing
 from webhooks.storage import clock
 from webhooks.storage.db import session_scope

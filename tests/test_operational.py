@@ -14,47 +14,23 @@ import time
 import pytest
 from sqlalchemy import text
 
-from tests.factories import make_account, make_subscription
+from tests.factories import make_subscription
 from tests.operational_helpers import add_endpoint, cli, notices, operator_deliveries, operator_events
-from tests.support.services import PG_URL, REDIS_URL
+from tests.support.pipeline import delivery_status, pipeline_env, worker_fixtures
 from tests.support.stack import wait_until
-from tests.support.worker import emit_with, running_worker
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import get_engine, session_scope
-from webhooks.storage.models import Delivery, Subscription
+from webhooks.storage.models import Subscription
 
 pytestmark = pytest.mark.integration
 
-WORKER_ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
-    "WEBHOOKS_RETRY_DELAYS": "1,1",  # three attempts, then dead
-    "WEBHOOKS_SWEEP_INTERVAL": "1",
-    "WEBHOOKS_RECOVER_AFTER": "2",
-    "WEBHOOKS_TIMEOUT": "5",
-    "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
-    "WEBHOOKS_PAUSE_AFTER": "4",  # one more than a dead delivery's failures
-}
-
-
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(WORKER_ENV)
-
-
-@pytest.fixture
-def account(worker, db, receiver, monkeypatch):
-    """The worker is running; this process emits with its settings. A customer account."""
-    emit_with(monkeypatch, WORKER_ENV)
-    if worker.process.poll() is not None:
-        worker.start()
-    return make_account()[0]
-
-
-def status_of(delivery_id: str) -> str:
-    with session_scope() as session:
-        return session.get(Delivery, delivery_id).status
+WORKER_ENV = pipeline_env(
+    RETRY_DELAYS="1,1",  # three attempts, then dead
+    PAUSE_AFTER="4",  # one more than a dead delivery's failures
+)
+# ``account``: the worker is running; this process emits with its settings. A customer account.
+worker, account = worker_fixtures(WORKER_ENV)
 
 
 def test_a_4xx_sends_delivery_failed_signed_with_the_operational_secret(account, receiver):
@@ -82,7 +58,7 @@ def test_the_ladder_running_out_sends_delivery_dead(account, receiver):
     event = emit_event(account, "email.sent", sample_data("email.sent"))
 
     [notice] = notices(receiver.wait_for(1, "/ops"), endpoint["secret"])
-    assert status_of(event.delivery_ids[0]) == "dead"
+    assert delivery_status(event.delivery_ids[0]) == "dead"
     assert notice["type"] == "delivery.dead"
     assert notice["data"] == {
         "account_id": account, "subscription_id": subscription.id,

@@ -14,7 +14,7 @@ from tests.operational_helpers import add_endpoint, cli
 from webhooks.cli import main
 from webhooks.errors import InvalidEvent
 from webhooks.operational.catalogue import OPERATIONAL_TYPES
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Account, Subscription
 

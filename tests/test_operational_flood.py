@@ -18,8 +18,7 @@ import pytest
 
 from tests.factories import make_account, make_subscription
 from tests.operational_helpers import add_endpoint
-from tests.support.services import PG_URL, REDIS_URL
-from tests.support.worker import emit_with, running_worker
+from tests.support.pipeline import pipeline_env, worker_fixtures
 from webhooks.services import pausing
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription
@@ -28,27 +27,15 @@ pytestmark = pytest.mark.integration
 
 ANSWER_S = 0.2  # the operator endpoint's time per notice
 LATE_LIMIT_S = 2.0
-WORKER_ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
-    "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
-    "WEBHOOKS_OPERATIONAL_MAX_IN_FLIGHT": "1",
-    "WEBHOOKS_SWEEP_INTERVAL": "1",
-}
-
-
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(WORKER_ENV, concurrency=4)
+# The service's own recover-after and time-out (the pipeline's shorter ones left out).
+WORKER_ENV = pipeline_env(OPERATIONAL_MAX_IN_FLIGHT="1", RECOVER_AFTER=None, TIMEOUT=None)
+worker, account = worker_fixtures(WORKER_ENV, concurrency=4)
 
 
 @pytest.fixture
-def operator(worker, db, receiver, monkeypatch):
+def operator(account, receiver):
     """The worker runs; this process pauses and resumes with its settings. The operator
     endpoint takes both notices, ANSWER_S each."""
-    emit_with(monkeypatch, WORKER_ENV)
-    if worker.process.poll() is not None:
-        worker.start()
     receiver.script("/ops", ("hang", ANSWER_S, 200))
     add_endpoint(receiver.url("/ops"), "subscription.paused,subscription.resumed")
     return receiver

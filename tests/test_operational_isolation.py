@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.factories import make_account, make_subscription
+from tests.factories import make_subscription
 from tests.operational_helpers import add_endpoint, operator_deliveries
-from tests.support.services import PG_URL, REDIS_URL
+from tests.support.pipeline import pipeline_env, worker_fixtures
 from tests.support.stack import wait_until
-from tests.support.worker import emit_with, running_worker
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import session_scope
@@ -24,25 +23,11 @@ from webhooks.storage.models import Delivery
 pytestmark = pytest.mark.integration
 
 HANG = 60  # seconds the operational endpoint holds a request: longer than any wait here
-WORKER_ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
-    "WEBHOOKS_SWEEP_INTERVAL": "1",
-    "WEBHOOKS_RECOVER_AFTER": "120",
-    "WEBHOOKS_TIMEOUT": "40",  # a hung attempt holds its worker process this long
-    "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",
-}
-
-
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(WORKER_ENV, concurrency=2)  # ends the attempt still hanging
-
-
-@pytest.fixture
-def account(worker, db, receiver, monkeypatch):
-    emit_with(monkeypatch, WORKER_ENV)
-    return make_account()[0]
+WORKER_ENV = pipeline_env(
+    RECOVER_AFTER="120",
+    TIMEOUT="40",  # a hung attempt holds its worker process this long
+)
+worker, account = worker_fixtures(WORKER_ENV, concurrency=2)  # ends the attempt still hanging
 
 
 def statuses(delivery_ids) -> set[str]:

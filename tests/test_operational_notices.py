@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
-from webhooks.operational import endpoints
 from webhooks.operational.notices import notify_delivery_ended, notify_paused, notify_resumed
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
+from webhooks.services import operational_endpoints as endpoints
 from webhooks.storage.db import get_engine, session_scope
 from webhooks.storage.models import Delivery, Event, utcnow
 
@@ -102,11 +102,11 @@ def test_the_attempt_s_record_and_its_notice_commit_together(stored, monkeypatch
     """Through run_attempt on the attempt engine (autocommit on PostgreSQL): a record whose
     transaction fails after the notice was stored keeps neither the notice nor its end
     (run_attempt then records the attempt as an internal error, as for any failed record)."""
-    import webhooks.emit
+    import webhooks.operational.notices
     from webhooks.emit import emit_event
     from webhooks.events.samples import sample_data
-    from webhooks.lifecycle.attempt import run_attempt
     from webhooks.sender.post import AttemptResult
+    from webhooks.services.attempt import run_attempt
 
     monkeypatch.setenv("WEBHOOKS_RETRY_DELAYS", "1")  # a 500 on the second attempt is dead
     add("http://127.0.0.1:9/ops", ["delivery.failed", "delivery.dead"])
@@ -125,13 +125,13 @@ def test_the_attempt_s_record_and_its_notice_commit_together(stored, monkeypatch
     if answer == 500:  # the first attempt is a retry; the second one ends it
         assert run_attempt(delivery_id, 0, sender=answers) == "pending"
 
-    stored_then_failed = webhooks.emit.store_checked
+    stored_then_failed = webhooks.operational.notices.store_checked
 
     def store_then_fail(*args, **kwargs):
         stored_then_failed(*args, **kwargs)
         raise RuntimeError("the record's transaction fails after the notice was stored")
 
-    monkeypatch.setattr(webhooks.emit, "store_checked", store_then_fail)
+    monkeypatch.setattr(webhooks.operational.notices, "store_checked", store_then_fail)
     try:
         run_attempt(delivery_id, due_again(), sender=answers)
     except RuntimeError:
@@ -140,7 +140,7 @@ def test_the_attempt_s_record_and_its_notice_commit_together(stored, monkeypatch
     with session_scope() as session:
         assert session.get(Delivery, delivery_id).status not in ("failed", "dead")
 
-    monkeypatch.setattr(webhooks.emit, "store_checked", stored_then_failed)
+    monkeypatch.setattr(webhooks.operational.notices, "store_checked", stored_then_failed)
     assert run_attempt(delivery_id, due_again(), sender=answers) in ("failed", "dead")
     assert [notice[0] for notice in notices_stored()] == [
         "delivery.failed" if answer == 422 else "delivery.dead"]

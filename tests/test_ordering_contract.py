@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy import func, select, update
 
 from tests.factories import make_account, make_subscription
+from webhooks import states
 from webhooks.emit import emit_event, emit_events
 from webhooks.errors import InvalidEvent
 from webhooks.events.samples import sample_data
-from webhooks.lifecycle import changes, states
+from webhooks.lifecycle import changes
 from webhooks.lifecycle.claim import claim as claim_attempt
 from webhooks.lifecycle.policy import Rules, next_step
 from webhooks.lifecycle.record import record as record_attempt

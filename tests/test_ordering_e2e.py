@@ -25,9 +25,9 @@ import pytest
 from sqlalchemy import select
 
 from tests.factories import make_account, make_subscription
-from tests.support.services import PG_URL, REDIS_URL
+from tests.support.pipeline import pipeline_env
 from tests.support.stack import wait_until
-from tests.support.worker import WorkerProcess, emit_with, empty_broker
+from tests.support.worker import emit_with, running_workers
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import session_scope
@@ -36,15 +36,8 @@ from webhooks.storage.models import Attempt, Delivery, Subscription
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
-    "WEBHOOKS_TIMEOUT": "5",
-    "WEBHOOKS_SWEEP_INTERVAL": "1",
-    "WEBHOOKS_RETRY_DELAYS": "5,5,5",
-    "WEBHOOKS_PAUSE_AFTER": "1000",
-    "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
-}
+# The service's own recover-after (the pipeline's 2 s left out).
+ENV = pipeline_env(RETRY_DELAYS="5,5,5", PAUSE_AFTER="1000", RECOVER_AFTER=None)
 DELIVERY_HEADER = "X-Service-Delivery-Id"
 
 
@@ -107,16 +100,8 @@ def subject_receiver():
 
 @pytest.fixture
 def two_workers(postgres, db, monkeypatch):
-    empty_broker()
     emit_with(monkeypatch, ENV)
-    workers = [WorkerProcess(ENV, pool="threads", concurrency=4, beat=beat) for beat in (True, False)]
-    for worker in workers:
-        worker.launch()
-    for worker in workers:
-        worker.wait_ready()
-    yield workers
-    for worker in workers:
-        worker.stop()
+    yield from running_workers(ENV, pool="threads", concurrency=4)
 
 
 def _logs(workers) -> str:

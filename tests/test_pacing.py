@@ -12,10 +12,10 @@ from sqlalchemy import func, select, update
 from tests.factories import make_account, make_subscription
 from tests.test_store import delivery, emit, record
 from webhooks.lifecycle import pacing
-from webhooks.lifecycle.attempt import run_attempt
 from webhooks.lifecycle.claim import Claim, claim
 from webhooks.lifecycle.policy import Rules
 from webhooks.sender.post import AttemptResult
+from webhooks.services.attempt import run_attempt
 from webhooks.storage.db import get_engine, session_scope
 from webhooks.storage.models import Attempt, Subscription, utcnow
 
@@ -211,7 +211,7 @@ def test_run_attempt_holds_a_near_slot_and_sends_at_it(limited, published):
 
 def test_the_hold_never_reaches_half_the_recovery_time(monkeypatch):
     from webhooks.config import get_settings, reset_settings_cache
-    from webhooks.lifecycle.attempt import slot_hold
+    from webhooks.services.attempt import slot_hold
 
     monkeypatch.setenv("WEBHOOKS_SLOT_HOLD_MS", "5000")
     monkeypatch.setenv("WEBHOOKS_RECOVER_AFTER", "4")

@@ -7,69 +7,25 @@ import json
 import time
 
 import pytest
-from sqlalchemy import select
 
-from tests.factories import make_account, make_subscription
-from tests.support.services import PG_URL, REDIS_URL
-from tests.support.worker import emit_with, running_worker
+from tests.factories import make_subscription
+from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
+from tests.support.stack import wait_until
 from webhooks import emit_event
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
 from webhooks.events.samples import sample_data
 from webhooks.signing import verify
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
+from webhooks.storage.models import Subscription, utcnow
 
 pytestmark = pytest.mark.integration
 
-WORKER_ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
-    "WEBHOOKS_RETRY_DELAYS": "1,1,1,1,1",
-    "WEBHOOKS_SWEEP_INTERVAL": "1",
-    "WEBHOOKS_RECOVER_AFTER": "2",
-    "WEBHOOKS_TIMEOUT": "5",
-    "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
-    "WEBHOOKS_PAUSE_AFTER": "25",
-}
+WORKER_ENV = PIPELINE_ENV
 HEADERS = ["Version", "Signature", "Event", "Mode", "Event-Id", "Delivery-Id", "Attempt"]
 
 
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(WORKER_ENV)
-
-
-@pytest.fixture
-def pipeline(worker, db, receiver, monkeypatch):
-    """The worker is running; this process emits with the worker's settings."""
-    emit_with(monkeypatch, WORKER_ENV)
-    if worker.process.poll() is not None:  # a previous test killed it
-        worker.start()
-    account_id, _ = make_account()
-    return account_id
-
-
-def wait_until(condition, timeout=30.0, interval=0.1, what="condition"):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-def delivery_status(delivery_id):
-    with session_scope() as session:
-        return session.get(Delivery, delivery_id).status
-
-
-def attempts_of(delivery_id):
-    with session_scope() as session:
-        rows = session.scalars(
-            select(Attempt).where(Attempt.delivery_id == delivery_id).order_by(Attempt.number)
-        ).all()
-        return [(a.number, a.status_code, a.outcome) for a in rows]
+# ``pipeline``: the worker is running; this process emits with its settings; an account.
+worker, pipeline = worker_fixtures(WORKER_ENV, account_name="pipeline")
 
 
 def test_each_of_the_15_types_arrives_signed_with_the_seven_headers(pipeline, receiver):

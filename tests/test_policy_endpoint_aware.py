@@ -4,7 +4,7 @@ a 429's or 503's Retry-After, and a 410 Gone. Pure: policy.next_step, no I/O."""
 import pytest
 
 from webhooks.lifecycle.policy import Outcome, Rules, Wait, next_step, with_retry_after
-from webhooks.lifecycle.states import PauseReason
+from webhooks.states import PauseReason
 
 LADDER = (60, 300, 1800, 7200, 43200)
 RULES = Rules(LADDER, countdown_limit=300, pause_after=25, retry_after_max=43200)

@@ -4,11 +4,11 @@ from benchmarks.profile_categories import categorise
 from benchmarks.scenarios.profile import OUTSIDE_GIL, breakdown, read_stacks
 
 CELERY = "trace_task (celery/app/trace.py:453)"
-RUN = "run_attempt (webhooks/lifecycle/attempt.py:101)"
+RUN = "run_attempt (webhooks/services/attempt.py:101)"
 
 
 def test_the_leaf_most_known_frame_names_the_part():
-    json_in_logs = [CELERY, RUN, "_log_attempt (webhooks/lifecycle/attempt.py:210)",
+    json_in_logs = [CELERY, RUN, "_log_attempt (webhooks/services/attempt.py:210)",
                     "format (webhooks/config/logs.py:60)",
                     "encode (json/encoder.py:200)"]
     assert categorise(json_in_logs) == "logging"

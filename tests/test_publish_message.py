@@ -9,7 +9,7 @@ import json
 import pytest
 
 from webhooks.broker import celery_app, outbox
-from webhooks.broker.outbox import Dispatch
+from webhooks.lifecycle.dispatch import Dispatch
 
 # Different in every message, whoever sends it.
 PER_MESSAGE_HEADERS = {"id", "root_id", "eta", "origin"}

@@ -19,9 +19,9 @@ from sqlalchemy import text
 from tests.dashboard.helpers import sign_in
 from tests.support.egress import TinyProxy, TokenServer, client_certificate, tls_receiver_context
 from tests.support.fastreceiver import FastReceiver
-from tests.support.services import PG_URL, REDIS_URL
+from tests.support.pipeline import pipeline_env
 from tests.support.stack import wait_until
-from tests.support.worker import WorkerProcess, emit_with, empty_broker
+from tests.support.worker import emit_with, running_workers
 from webhooks import emit_event
 from webhooks.broker import outbox
 from webhooks.events.samples import sample_data
@@ -52,29 +52,16 @@ def parts(tmp_path):
 @pytest.fixture
 def env(parts, db, tmp_path, monkeypatch):
     _, bundle, proxy, _, _ = parts
-    settings = {
-        "WEBHOOKS_DATABASE_URL": PG_URL, "WEBHOOKS_BROKER_URL": REDIS_URL,
-        "WEBHOOKS_RETRY_DELAYS": "1,1,1", "WEBHOOKS_SWEEP_INTERVAL": "1",
-        "WEBHOOKS_RECOVER_AFTER": "2", "WEBHOOKS_TIMEOUT": "5",
-        "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true", "WEBHOOKS_CA_BUNDLE": str(bundle),
-        "WEBHOOKS_EGRESS_PROXY": proxy.url, "WEBHOOKS_LOG_LEVEL": "DEBUG",
-        "WEBHOOKS_DATA_DIR": str(tmp_path / "data"),
-    }
+    settings = pipeline_env(RETRY_DELAYS="1,1,1", CA_BUNDLE=str(bundle),
+                            EGRESS_PROXY=proxy.url, LOG_LEVEL="DEBUG",
+                            DATA_DIR=str(tmp_path / "data"))
     emit_with(monkeypatch, settings)
     return settings
 
 
 @pytest.fixture
 def two_workers(env):
-    empty_broker()
-    processes = [WorkerProcess(env, concurrency=4, beat=(index == 0)) for index in range(2)]
-    for process in processes:
-        process.launch()
-    for process in processes:
-        process.wait_ready()
-    yield processes
-    for process in processes:
-        process.stop()
+    yield from running_workers(env, concurrency=4)
 
 
 

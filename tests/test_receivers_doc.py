@@ -24,11 +24,11 @@ from typing import Iterator
 import pytest
 import requests
 
-from tests.factories import make_account, make_subscription
+from tests.factories import make_subscription
 from tests.support import services
 from tests.support.live_app import serving_app
-from tests.support.worker import emit_with, running_worker
-from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
+from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
+from tests.support.stack import wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.signing import key_id, public_key_of, standard_headers
@@ -52,16 +52,7 @@ def snippet(heading: str, language: str) -> str:
     return section[start:section.index("\n```", start)] + "\n"
 
 
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(WORKER_ENV)
-
-
-@pytest.fixture
-def account(worker, db, monkeypatch):
-    emit_with(monkeypatch, WORKER_ENV)
-    account_id, _ = make_account()
-    return account_id
+worker, account = worker_fixtures(PIPELINE_ENV)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Retention (webhooks/storage/retention.py, `webhooks db purge`): what goes, what stays, in batches."""
+"""Retention (webhooks/lifecycle/retention.py, `webhooks db purge`): what goes, what stays, in batches."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import func, insert, select
 
 from tests.factories import make_account, make_subscription
-from webhooks.storage import retention
+from webhooks.lifecycle import retention
 from webhooks.storage.db import get_engine, session_scope
 from webhooks.storage.models import (Attempt, AttemptHour, Delivery, Event, OrderingKey, new_id,
                                       utcnow)

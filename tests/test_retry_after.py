@@ -1,4 +1,4 @@
-"""Parsing Retry-After (webhooks/sender/retry_after.py): seconds, HTTP dates, and junk ignored."""
+"""Parsing Retry-After (webhooks/lifecycle/retry_after.py): seconds, HTTP dates, and junk ignored."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from hypothesis import given, strategies as st
 
-from webhooks.sender.retry_after import retry_after_seconds
+from webhooks.lifecycle.retry_after import retry_after_seconds
 
 NOW = dt.datetime(2026, 11, 25, 18, 0, 0, tzinfo=dt.timezone.utc)
 

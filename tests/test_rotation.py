@@ -14,9 +14,9 @@ from sqlalchemy import update
 
 from tests.factories import make_account, make_subscription
 from tests.test_store import claim, emit
-from webhooks.lifecycle.attempt import run_attempt
 from webhooks.lifecycle.sweep import sweep
 from webhooks.sender.post import AttemptResult
+from webhooks.services.attempt import run_attempt
 from webhooks.signing import InvalidSignature, verify
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription, utcnow

@@ -19,7 +19,7 @@ from sqlalchemy import event, text
 
 from benchmarks import seed
 from tests.factories import make_account, make_subscription
-from webhooks.lifecycle import transitions
+from webhooks.lifecycle import claim, record, transitions
 from webhooks.storage.backends.postgresql import PostgreSQLBackend
 from webhooks.storage.db import get_engine, session_scope
 from webhooks.storage.models import utcnow
@@ -71,11 +71,19 @@ def _nodes(node: dict):
         yield from _nodes(child)
 
 
-@pytest.mark.parametrize("statement", ["_claim", "_record_success", "_record_failure"])
+# The PostgreSQL backend's prepared forms of the statements the lifecycle hands it.
+PREPARED = {
+    "claim": lambda backend: backend._claims.of(claim.STATEMENTS).take,
+    "record_success": lambda backend: backend._records.of(record.STATEMENTS).success,
+    "record_failure": lambda backend: backend._records.of(record.STATEMENTS).failure,
+}
+
+
+@pytest.mark.parametrize("statement", sorted(PREPARED))
 @pytest.mark.parametrize("sending", [0, SENDING])
 def test_the_moved_row_is_found_by_its_primary_key_without_statistics(db, statement, sending):
     _backlog(sending)
-    scans = _scans_of_the_moved_row(getattr(PostgreSQLBackend(), statement))
+    scans = _scans_of_the_moved_row(PREPARED[statement](PostgreSQLBackend()))
     assert scans and set(scans) == {"deliveries_pkey"}, scans
 
 

@@ -14,8 +14,9 @@ from tests.factories import make_account, make_subscription
 from webhooks.broker import outbox
 from webhooks.broker.celery_app import PURGE_TASK, SWEEP_TASK
 from webhooks.events.samples import sample_data
-from webhooks.lifecycle.sweep import run_sweep
-from webhooks.storage import clock, retention
+from webhooks.lifecycle import retention
+from webhooks.services.sweep import run_sweep
+from webhooks.storage import clock
 from webhooks.storage.db import get_engine, session_scope
 from webhooks.storage.models import Delivery, ScheduledRun, utcnow
 from webhooks.storage.scheduled_runs import KEEP, Slot, claim, slot_start
@@ -186,7 +187,7 @@ def test_a_sweep_without_a_slot_always_runs(parked, published):
 
 
 def test_a_failed_sweep_leaves_its_slot_to_the_next_send(parked, monkeypatch):
-    from webhooks.lifecycle import sweep as sweep_module
+    from webhooks.services import sweep as sweep_module
 
     def broken(*args, **kwargs):
         raise RuntimeError("the sweep failed")

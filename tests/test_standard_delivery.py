@@ -10,9 +10,9 @@ import json
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.factories import make_account, make_subscription
-from tests.support.worker import emit_with, running_worker
-from tests.test_pipeline import WORKER_ENV, attempts_of, delivery_status, wait_until
+from tests.factories import make_subscription
+from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
+from tests.support.stack import wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.signing import verify
@@ -22,16 +22,7 @@ from webhooks.storage.models import Delivery, Subscription, utcnow
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def worker(postgres):
-    yield from running_worker(WORKER_ENV)
-
-
-@pytest.fixture
-def account(worker, db, receiver, monkeypatch):
-    emit_with(monkeypatch, WORKER_ENV)
-    account_id, _ = make_account()
-    return account_id
+worker, account = worker_fixtures(PIPELINE_ENV)
 
 
 def reference_verifies(secret: str, request) -> bool:

@@ -14,9 +14,8 @@ import pytest
 from sqlalchemy import func, select, update
 
 from tests.factories import make_account, make_subscription
-from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import wait_until
-from tests.support.worker import WorkerProcess, emit_with, empty_broker
+from tests.support.worker import threads_worker
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.storage.db import session_scope
@@ -24,9 +23,7 @@ from webhooks.storage.models import Attempt, Delivery, Subscription
 
 pytestmark = pytest.mark.integration
 
-ENV = {
-    "WEBHOOKS_DATABASE_URL": PG_URL,
-    "WEBHOOKS_BROKER_URL": REDIS_URL,
+SETTINGS = {
     "WEBHOOKS_TIMEOUT": "5",
     "WEBHOOKS_SWEEP_INTERVAL": "1",
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
@@ -35,9 +32,7 @@ ENV = {
 
 @pytest.fixture
 def worker(postgres, db, monkeypatch):
-    empty_broker()
-    emit_with(monkeypatch, ENV)
-    process = WorkerProcess(ENV, pool="threads", concurrency=4, beat=True).start()
+    process = threads_worker(monkeypatch, SETTINGS, concurrency=4)
     yield process
     process.stop()
 

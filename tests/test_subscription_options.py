@@ -28,8 +28,18 @@ PAUSE_AFTER = Option(  # an option as a new one would be declared (the column is
 
 def test_every_stored_option_is_a_column_of_subscriptions():
     columns = set(Subscription.__table__.c.keys())
-    stored = [option.name for option in OPTIONS if option.value is None]
+    stored = [option.name for option in OPTIONS if option.value is None and option.reading is None]
     assert [name for name in stored if name not in columns] == []
+
+
+def test_every_reading_an_option_names_is_one_the_services_hand_down():
+    # tenants/options.py is below the lifecycle: what the adaptive pace shows is named there
+    # and computed by lifecycle/adaptive_pace.READINGS, which services/subscriptions.py passes.
+    from webhooks.lifecycle.adaptive_pace import READINGS
+
+    named = {option.reading for option in OPTIONS if option.reading is not None}
+    assert named == {"in_flight_now", "rate_now"}
+    assert named <= set(READINGS)
 
 
 def test_create_and_change_take_the_editable_options_stored_as_given():

@@ -11,13 +11,13 @@ from sqlalchemy import delete, func, select, text, update
 
 from tests.factories import make_account, make_subscription
 from tests.test_rollup import attempt, emit
-from webhooks.storage import retention
+from webhooks.lifecycle import retention
 from webhooks.storage import waiting_counts as waiting
 from webhooks.storage.db import get_engine, session_scope
 from webhooks.storage.models import Delivery, WaitingCount, utcnow
 from webhooks.lifecycle.changes import (delete_subscription, hold_pending, pause_subscription,
                             replay_delivery, resume_subscription)
-from webhooks.lifecycle.sweep import run_sweep
+from webhooks.services.sweep import run_sweep
 
 
 def counted() -> dict[str, int]:

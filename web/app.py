@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from webhooks.composition import compose
 from webhooks.config import get_settings
 from webhooks.config.logs import configure_logging
 
@@ -28,6 +29,7 @@ def create_app(config: dict | None = None) -> Flask:
     # Parse the settings now: a malformed WEBHOOKS_* variable stops the web
     # process at start, naming the variable, not on some later request.
     settings = get_settings()
+    compose()  # the lifecycle's listeners: the broker, operational webhooks (composition.py)
     portal_config = load_portal_config()
     app = Flask(__name__)
     app.extensions["portal_config"] = portal_config

@@ -32,6 +32,7 @@ from flask import Blueprint, jsonify
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from webhooks.broker import celery_app as broker_app
 from webhooks.config import get_settings
 from webhooks.storage.db import get_engine
 
@@ -63,17 +64,14 @@ def check_database() -> None:
 
 def check_broker() -> None:
     """Raise unless the Celery broker accepts a connection."""
-    from webhooks.broker.celery_app import celery_app
-
-    with celery_app.connection_for_write() as connection:
+    with broker_app.get_app().connection_for_write() as connection:
         # One try, no retry loop: the probe wants an answer now.
         connection.ensure_connection(max_retries=0, timeout=CHECK_TIMEOUT_S)
 
 
 def _broker_url() -> str:
-    from webhooks.broker.celery_app import celery_app
-
-    return celery_app.conf.broker_write_url or celery_app.conf.broker_url or ""
+    conf = broker_app.get_app().conf
+    return conf.broker_write_url or conf.broker_url or ""
 
 
 CHECKS: dict[str, Callable[[], None]] = {"database": check_database, "broker": check_broker}

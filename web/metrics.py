@@ -57,9 +57,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from webhooks.storage import clock
 from webhooks.config import get_settings
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
+from webhooks.storage import clock
 from webhooks.storage import waiting_counts as waiting
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_engine

@@ -31,17 +31,19 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from webhooks.broker import outbox
-from webhooks.broker.outbox import Dispatch, publish_after_commit
+from webhooks.broker.outbox import publish_after_commit
 from webhooks.config import Settings, get_settings
 from webhooks.errors import InvalidEvent, NotFound
 from webhooks.events.filters import Filter, parse_stored
 from webhooks.events.inputs import envelope_bytes, validate_input, validate_ordering_key
+from webhooks.events.samples import sample_data
 from webhooks.lifecycle import group_commit, ordering, transitions
-from webhooks.lifecycle.states import DeliveryStatus, held_by_pause, held_while, waiting
+from webhooks.lifecycle.dispatch import Dispatch
+from webhooks.lifecycle.emit_statement import store_in_one_statement, store_many_in_one_statement
+from webhooks.states import DeliveryStatus, held_by_pause, held_while, waiting
 from webhooks.storage import clock
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_autocommit_engine, get_engine, get_sessionmaker
-from webhooks.storage.emit_statement import store_in_one_statement, store_many_in_one_statement
 from webhooks.storage.migrate import schema_errors
 from webhooks.storage.models import Account, Delivery, Event, Subscription, new_id
 
@@ -719,8 +721,6 @@ def send_test(session: Session, subscription: Subscription) -> EmittedEvent:
 
     Runs in the caller's transaction; the message is published after it commits.
     """
-    from webhooks.events.samples import sample_data
-
     data = sample_data("test.ping")
     if "subscription_id" in data:
         data["subscription_id"] = subscription.id

@@ -7,6 +7,7 @@ import sys
 from celery.signals import celeryd_after_setup, setup_logging
 
 from webhooks.broker.celery_app import COUNTDOWN_QUEUE, MAINTENANCE_QUEUE, get_app
+from webhooks.composition import compose
 from webhooks.config import get_settings
 from webhooks.config.logs import RoutineToDebug, configure_logging
 from webhooks.errors import ConfigError
@@ -23,6 +24,7 @@ def _settings_or_exit() -> None:
 
 
 _settings_or_exit()
+compose()  # the lifecycle's listeners: the broker, operational webhooks (composition.py)
 
 from . import tasks  # noqa: E402,F401  (registers the tasks on the app)
 

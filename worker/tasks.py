@@ -1,4 +1,4 @@
-"""Thin Celery tasks: load, call the core, record. All logic lives in webhooks.lifecycle.attempt."""
+"""Thin Celery tasks: load, call the core, record. All logic lives in webhooks.services.attempt."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from sqlalchemy.exc import OperationalError
 
 from webhooks.broker.celery_app import DELIVER_TASK, PURGE_TASK, RELEASE_TASK, SWEEP_TASK, get_app
 from webhooks.config import get_settings
-from webhooks.lifecycle.attempt import run_attempt
-from webhooks.lifecycle.sweep import run_sweep
+from webhooks.lifecycle.retention import run_scheduled
+from webhooks.services.attempt import run_attempt
 from webhooks.services.pausing import send_next_batch
+from webhooks.services.sweep import run_sweep
 from webhooks.storage.db import get_engine
-from webhooks.storage.retention import run_scheduled
 from webhooks.storage.scheduled_runs import Slot
 
 celery_app = get_app()  # the worker's entry point: the app is built here
@@ -53,7 +53,7 @@ def release(subscription_id: str) -> None:
 @celery_app.task(name=PURGE_TASK, bind=True, autoretry_for=(OperationalError,),
                  retry_kwargs={"max_retries": 1, "countdown": 5})
 def purge(self, slot: str | None = None) -> None:
-    """Apply retention for at most WEBHOOKS_PURGE_SECONDS (webhooks.storage.retention)."""
+    """Apply retention for at most WEBHOOKS_PURGE_SECONDS (webhooks.lifecycle.retention)."""
     settings = get_settings()
     run_scheduled(get_engine(), retention_days=settings.retention_days,
                   batch=settings.purge_batch, seconds=settings.purge_seconds,

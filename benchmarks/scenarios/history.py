@@ -41,15 +41,15 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
     from web.dashboard.views_overview import chart_since
     from web.metrics import registry
     from webhooks import emit_event
-    from webhooks.lifecycle.claim import Caps, claim
     from webhooks.config import get_settings
-    from webhooks.storage.db import get_engine, session_scope
-    from webhooks.lifecycle.attempt import rules_of
-    from webhooks.storage.models import utcnow
+    from webhooks.events.samples import sample_data
+    from webhooks.lifecycle.claim import Caps, claim
     from webhooks.lifecycle.policy import next_step
     from webhooks.lifecycle.record import record
-    from webhooks.events.samples import sample_data
-    from webhooks.lifecycle.sweep import run_sweep
+    from webhooks.services.attempt import rules_of
+    from webhooks.services.sweep import run_sweep
+    from webhooks.storage.db import get_engine, session_scope
+    from webhooks.storage.models import utcnow
 
     settings = get_settings()
     account, first = history.account_id, history.subscription_ids[0]

@@ -115,7 +115,7 @@ _RUN_LINE = re.compile(r"retention purged (\d+) events, (\d+) deliveries, (\d+) 
 
 
 def _purge_runs(worker) -> list[tuple[int, float]]:
-    """(rows, seconds) of each purge run the worker logged (webhooks.storage.retention.run_scheduled)."""
+    """(rows, seconds) of each purge run the worker logged (webhooks.lifecycle.retention.run_scheduled)."""
     text_ = worker.log_path.read_bytes()[worker.log_offset:].decode(errors="replace")
     return [(int(e) + int(d) + int(a), float(s)) for e, d, a, s in _RUN_LINE.findall(text_)]
 
@@ -136,8 +136,8 @@ def _pace(ctx: Context):
 def _full_speed(history) -> dict:
     """Purge what is left in this process, unpaced (``webhooks db purge``): rows and rows/s."""
     from webhooks.config import get_settings
+    from webhooks.lifecycle.retention import purge
     from webhooks.storage.db import get_engine
-    from webhooks.storage.retention import purge
 
     started = time.perf_counter()
     purged = purge(get_engine(), retention_days=RETENTION_DAYS, batch=get_settings().purge_batch)

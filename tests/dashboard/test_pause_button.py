@@ -55,7 +55,7 @@ def test_pause_without_the_csrf_token_is_refused(alice_client, alice):
 def test_the_banner_says_a_410_paused_it(alice_client, alice):
     subscription_id = make_subscription(alice.account_id)
     from webhooks.lifecycle import changes
-    from webhooks.lifecycle.states import PauseReason
+    from webhooks.states import PauseReason
     from webhooks.storage.models import utcnow
 
     with session_scope() as session:

@@ -126,6 +126,23 @@ def running_worker(env: dict[str, str], **options):
         process.stop()
 
 
+def running_workers(env: dict[str, str], count: int = 2, **options):
+    """For a fixture: ``count`` workers started at once with ``env`` (and WorkerProcess
+    ``options``) on an emptied broker, the first with beat (one scheduler, as a
+    deployment has), yielded as a list, and stopped after."""
+    empty_broker()
+    processes = [WorkerProcess(env, beat=(index == 0), **options) for index in range(count)]
+    try:
+        for process in processes:
+            process.launch()
+        for process in processes:
+            process.wait_ready()
+        yield processes
+    finally:
+        for process in processes:
+            process.stop()
+
+
 def threads_worker(monkeypatch, settings: dict[str, str], *, concurrency: int) -> WorkerProcess:
     """A started threads worker (with beat) on the tests' PostgreSQL and an emptied Redis,
     with ``settings`` (WEBHOOKS_* names) for it and for this process, which emits."""

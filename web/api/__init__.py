@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from flask import Flask
 
+from . import deliveries, events, openapi, portal_links, public_keys, subscriptions
 from .prefix import API_PREFIX
 
 __all__ = ["API_PREFIX", "register_api"]
@@ -11,8 +12,6 @@ __all__ = ["API_PREFIX", "register_api"]
 
 def register_api(app: Flask) -> None:
     """Register every API blueprint on ``app``."""
-    from . import deliveries, events, openapi, portal_links, public_keys, subscriptions
-
     for blueprint in (events.bp, subscriptions.bp, deliveries.bp, portal_links.bp,
                       public_keys.bp, openapi.bp):
         app.register_blueprint(blueprint)

@@ -20,7 +20,7 @@ import time
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
-from webhooks.lifecycle.states import riding_countdown
+from webhooks.states import riding_countdown
 from webhooks.storage.models import Delivery
 
 __all__ = ["CountdownBudget", "riding_countdowns"]

@@ -1,8 +1,9 @@
 """The one way to the broker: what goes to it, when, and how.
 
 Messages carry only ``(delivery_id, attempt_count)``; the database holds the
-rest. A change that makes deliveries sendable returns :class:`Dispatch`
-items; the caller hands them here, never to Celery:
+rest. A change that makes deliveries sendable returns
+:class:`~webhooks.lifecycle.dispatch.Dispatch` items; the caller hands them
+here, never to Celery:
 
 - :func:`publish_now`: the worker, after its record committed: publish in
   this thread; what the broker refuses is parked for the sweep.
@@ -40,7 +41,6 @@ import os
 import queue as queue_module
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from kombu.utils.uuid import uuid
@@ -50,10 +50,11 @@ from sqlalchemy.orm import Session, scoped_session
 from webhooks.broker import celery_app as broker_app
 from webhooks.config import get_settings
 from webhooks.lifecycle import transitions
+from webhooks.lifecycle.dispatch import Dispatch
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import utcnow
 
-__all__ = ["Dispatch", "send_to_broker", "request_sweep", "request_release", "publish_now", "park",
+__all__ = ["send_to_broker", "request_sweep", "request_release", "publish_now", "park",
            "publish", "submit", "wait_published", "submit_unless_down", "publish_wait", "flush",
            "BackgroundPublisher", "on_commit", "publish_after_commit", "request_sweep_after_commit",
            "request_release_after_commit"]
@@ -63,16 +64,6 @@ log = logging.getLogger("webhooks.outbox")  # its name from before the move: log
 BROKER_DOWN_BACKOFF_S = 5.0
 _ACTIONS = "webhooks_after_commit"
 _HOOKED = "webhooks_after_commit_hooked"
-
-
-@dataclass(frozen=True)
-class Dispatch:
-    """A delivery to put on the queue: its id, the attempt_count the message expects, and
-    the seconds the message waits before it is delivered (a retry's countdown)."""
-
-    delivery_id: str
-    attempt_count: int
-    countdown: float | None = None
 
 
 # --- Sending: one pipelined round trip per batch, skipped while the broker is down.

@@ -102,8 +102,8 @@ def db_purge() -> None:
     own short transaction, so workers keep delivering meanwhile.
     """
     from webhooks.config import get_settings
+    from webhooks.lifecycle.retention import purge
     from webhooks.storage.db import get_engine
-    from webhooks.storage.retention import purge
 
     settings = get_settings()
     purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch)
@@ -120,8 +120,8 @@ def accounts() -> None:
 @_needs_schema
 def accounts_create(name: str) -> None:
     """Create an account; prints {"id", "api_key"} (the key is shown only this once)."""
-    from webhooks.tenants.accounts import create_account
     from webhooks.storage.db import session_scope
+    from webhooks.tenants.accounts import create_account
 
     try:
         with session_scope() as session:
@@ -194,9 +194,9 @@ def _account_problem(account_id: str) -> str | None:
     """Why ``account_id`` names no account, or None when it names one."""
     import uuid
 
-    from webhooks.tenants.accounts import API_KEY_PREFIX
     from webhooks.storage.db import session_scope
     from webhooks.storage.models import Account
+    from webhooks.tenants.accounts import API_KEY_PREFIX
 
     hint = "give the id that `webhooks accounts create` printed"
     if account_id.startswith(API_KEY_PREFIX):
@@ -227,6 +227,11 @@ def options() -> None:
 @main.group()
 def operational() -> None:
     """Operational webhooks: notices to the operator's own systems (docs/events.md)."""
+    # An entrance: the services below may change deliveries (resume), whose listeners the
+    # composition root registers. Imported here, not at the top: start-up stays fast.
+    from webhooks.composition import compose
+
+    compose()
 
 
 @operational.command("add")
@@ -253,7 +258,7 @@ def operational_add(url: str, types: str | None, certificate_file, key_file, **o
     (the secret that signs its notices is shown only this once), and the credentials it is
     sent with (CONTRACT 10.3), shown as the API shows them."""
     from webhooks.errors import InvalidCredential
-    from webhooks.operational import endpoints
+    from webhooks.services import operational_endpoints as endpoints
     from webhooks.services.credentials import credential_changes, shown_credentials
     from webhooks.storage.db import session_scope
 
@@ -292,7 +297,7 @@ def _credentials_given(certificate_file, key_file, oauth2: dict) -> dict:
 @_needs_schema
 def operational_list() -> None:
     """Print {"data": [...]}: each endpoint with its deliveries counted by status."""
-    from webhooks.operational import endpoints
+    from webhooks.services import operational_endpoints as endpoints
     from webhooks.storage.db import session_scope
 
     with session_scope() as session:
@@ -304,7 +309,7 @@ def operational_list() -> None:
 @_needs_schema
 def operational_resume(endpoint_id: str) -> None:
     """Resume an endpoint that failures paused; prints {"id", "released"}."""
-    from webhooks.operational import endpoints
+    from webhooks.services import operational_endpoints as endpoints
     from webhooks.storage.db import session_scope
 
     try:
@@ -320,7 +325,7 @@ def operational_resume(endpoint_id: str) -> None:
 @_needs_schema
 def operational_remove(endpoint_id: str) -> None:
     """Remove an endpoint: no further notice goes to it; prints {"id", "removed": true}."""
-    from webhooks.operational import endpoints
+    from webhooks.services import operational_endpoints as endpoints
     from webhooks.storage.db import session_scope
 
     try:
@@ -360,8 +365,8 @@ def dev(port: int, host: str) -> None:
 def listen(secrets: tuple[str, ...], port: int, host: str, status: int | None) -> None:
     """A local receiver: verify (any signature scheme), print and answer every delivery
     (200, or 401 if not verified)."""
-    from webhooks.config import get_settings
     from webhooks.cli.listen import secret_problems, serve
+    from webhooks.config import get_settings
 
     problems = secret_problems(secrets)
     if problems:

@@ -26,6 +26,8 @@ import re
 import sys
 from typing import TextIO
 
+from webhooks.config import get_settings
+
 __all__ = ["CONTEXT_FIELDS", "JsonFormatter", "RoutineToDebug", "configure_logging", "redact",
            "mask_url_passwords"]
 
@@ -117,8 +119,6 @@ def configure_logging(level: int | str | None = None, stream: TextIO | None = No
     handler installed before is replaced, never doubled. Returns the handler.
     """
     if level is None:
-        from webhooks.config import get_settings
-
         level = get_settings().log_level
     root = logging.getLogger()
     for handler in list(root.handlers):

@@ -8,7 +8,7 @@ from webhooks.config import Settings
 from webhooks.errors import InvalidEvent
 from webhooks.events.catalogue import EVENT_TYPE_NAMES, checked_data
 from webhooks.events.envelope import build_envelope, serialise
-from webhooks.operational.operator import is_operator
+from webhooks.reserved import is_operator
 
 __all__ = ["MAX_IDEMPOTENCY_KEY", "MAX_ORDERING_KEY", "validate_input", "validate_ordering_key",
            "envelope_bytes", "describe_errors"]

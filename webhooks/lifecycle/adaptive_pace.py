@@ -34,6 +34,7 @@ from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle import pace_rate
 from webhooks.lifecycle.failure_kinds import ErrorKind
+from webhooks.storage import clock
 from webhooks.storage.db import in_autocommit, in_transaction_block
 from webhooks.storage.models import Subscription
 
@@ -96,6 +97,25 @@ def current_limit(in_flight_limit: int | None, max_in_flight: int | None, servic
     if adaptive and in_flight_limit is not None and cap:
         return min(in_flight_limit, cap)
     return cap or None
+
+
+def in_flight_now(subscription, settings) -> int | None:
+    """The limit on attempts in flight that applies to ``subscription`` (a row) now: its
+    cap, or the adaptive pace's limit if lower (shown as ``in_flight_limit``)."""
+    return current_limit(subscription.in_flight_limit, subscription.max_in_flight,
+                         settings.max_in_flight, adaptive=settings.adaptive_pace)
+
+
+def rate_now(subscription, settings) -> float | None:
+    """The attempts per second that apply to ``subscription`` (a row) now, by the
+    database's clock (which set the paced rate): its rate limit, or the adaptive pace's
+    rate if lower (shown as ``current_rate_limit``)."""
+    return Pace.of(settings).rate_now(subscription, clock.now())
+
+
+# The options shown but never set (tenants/options.py, ``Option.reading``), by name: the
+# options are declared below the lifecycle, so the services hand these to value_of.
+READINGS = {"in_flight_now": in_flight_now, "rate_now": rate_now}
 
 
 # ---------------------------------------------------------------- the statements

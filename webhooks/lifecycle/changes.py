@@ -15,15 +15,15 @@ import datetime as dt
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
-from webhooks.broker.outbox import Dispatch, publish_after_commit
 from webhooks.errors import Conflict, NotFound
-from webhooks.lifecycle import transitions
-from webhooks.lifecycle.states import DeliveryStatus, PauseReason, SubscriptionStatus, held_while
+from webhooks.lifecycle import listeners, transitions
+from webhooks.lifecycle.dispatch import Dispatch
+from webhooks.states import DeliveryStatus, PauseReason, SubscriptionStatus, held_while
 from webhooks.storage import oauth2_tokens
 from webhooks.storage.models import Delivery, Subscription, new_id
 from webhooks.tenants.options import SETTABLE
-from webhooks.tenants.schemes import DEFAULT_SCHEME, SignatureScheme, new_secret
 from webhooks.tenants.quotas import reserve_subscription_slot
+from webhooks.tenants.schemes import DEFAULT_SCHEME, SignatureScheme, new_secret
 
 __all__ = [
     "SETTINGS",
@@ -213,8 +213,8 @@ def replay_delivery(session: Session, delivery: Delivery, now: dt.datetime) -> D
     replay = transitions.add_replay(session, replay_row(delivery, held=held, parked=False, now=now))
     if not held:
         # Like emit_event: published by the background publisher once the
-        # caller commits, so a request never waits for the broker.
-        publish_after_commit(session, [Dispatch(replay.id, 0)])
+        # caller commits, so a request never waits for the broker (listeners.py).
+        listeners.registered().publish_after_commit(session, [Dispatch(replay.id, 0)])
     return replay
 
 

@@ -34,8 +34,8 @@ from sqlalchemy.engine import Connection
 from webhooks.config import Settings
 from webhooks.lifecycle import transitions
 from webhooks.lifecycle.ordering import clear_of_predecessors
-from webhooks.lifecycle.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
-from webhooks.storage.backends import backend_of
+from webhooks.states import UNPAUSABLE_TYPE, DeliveryStatus, SubscriptionStatus, held_by_pause
+from webhooks.storage.backends import ClaimStatements, backend_of
 from webhooks.storage.models import Delivery, Event, Subscription, UTCDateTime
 from webhooks.tenants.options import CLAIMED
 from webhooks.tenants.rotation import signing_secret, staged_secret
@@ -185,7 +185,8 @@ def claim(connection: Connection, delivery_id: str, attempt_count: int, now: dt.
     """
     # PostgreSQL: the account's turn, then the claim with its loads, in one round trip;
     # SQLite: the claim, then the loads (storage/backends).
-    row = backend_of(connection).claim(connection, _params(delivery_id, attempt_count, now, caps))
+    row = backend_of(connection).claim(connection, _params(delivery_id, attempt_count, now, caps),
+                                       STATEMENTS)
     if row is None:
         turn_away(connection, delivery_id, attempt_count, now)
         return None
@@ -199,7 +200,7 @@ def claim_many(connection: Connection, wanted: Sequence[tuple[str, int, Caps]],
     not taken is turned away); in one statement and one commit on PostgreSQL
     (group_commit.py). Each one's Claim, or None."""
     rows = backend_of(connection).claim_many(
-        connection, [_params(d_id, count, now, caps) for d_id, count, caps in wanted])
+        connection, [_params(d_id, count, now, caps) for d_id, count, caps in wanted], STATEMENTS)
     return [None if row is None else _claimed(d_id, count, row)
             for (d_id, count, _), row in zip(wanted, rows)]
 
@@ -234,6 +235,9 @@ def _claimed(delivery_id: str, attempt_count: int, row) -> Claim:
 # key's predecessor (ordering.py) or, a cap turned it away, for a free slot.
 _TURN_AWAY = transitions.turn_away(*_CLAIMABLE, gone=_GONE, held=_HELD, sendable=_SENDABLE,
                                    behind=~_CLEAR)
+# What the backends run, handed to them with each claim (storage knows tables, not rules).
+STATEMENTS = ClaimStatements(take=_TAKE, taken=_TAKEN, loaded=_LOADED, turn_away=_TURN_AWAY,
+                             deliveries=deliveries, events=events, subscriptions=subscriptions)
 
 
 def turn_away(connection: Connection, delivery_id: str, attempt_count: int,

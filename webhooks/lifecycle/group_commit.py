@@ -20,7 +20,7 @@ If a batch fails, each of its items runs alone (``run_one``), so each caller
 gets its own answer or its own error; nothing committed by a batch that
 failed (one statement, one transaction), and what a batch committed before
 its connection was lost is found by the one-by-one run as any repeated
-claim or record is (attempt.py), or taken back by the sweep. A process
+claim or record is (services/attempt.py), or taken back by the sweep. A process
 killed with a batch in flight leaves the same as killed threads would:
 claims the sweep takes back, messages redelivered.
 

@@ -40,7 +40,8 @@ import datetime as dt
 from sqlalchemy import BigInteger, String, and_, bindparam, delete, exists, literal_column, or_, select
 from sqlalchemy.engine import Connection
 
-from webhooks.lifecycle import states, transitions
+from webhooks import states
+from webhooks.lifecycle import transitions
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, OrderingKey, Subscription
 

@@ -43,7 +43,7 @@ from sqlalchemy import Float, String, bindparam, case, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle.policy import Outcome
-from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.states import DeliveryStatus
 from webhooks.storage.models import Attempt, Delivery, Subscription
 
 __all__ = ["current", "allowed", "lowered_to", "lower", "CUT", "WINDOW_S", "ROUND_S",

@@ -41,11 +41,11 @@ from typing import Callable
 from sqlalchemy import Float, bindparam, case, literal, update
 from sqlalchemy.engine import Connection
 
-from webhooks.broker.outbox import Dispatch
 from webhooks.lifecycle import policy, transitions
 from webhooks.lifecycle.adaptive_pace import Pace
 from webhooks.lifecycle.claim import Claim
-from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.lifecycle.dispatch import Dispatch
+from webhooks.states import DeliveryStatus
 from webhooks.storage.models import Delivery, Subscription
 
 __all__ = ["Paced", "Held", "admit", "limited", "SLOT_TOLERANCE_S"]

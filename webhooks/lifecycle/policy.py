@@ -30,8 +30,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from webhooks.lifecycle.states import DeliveryStatus, PauseReason, held_by_pause
-from webhooks.sender.retry_after import HONOURED_STATUSES
+from webhooks.lifecycle.retry_after import HONOURED_STATUSES
+from webhooks.states import DeliveryStatus, PauseReason, held_by_pause
 
 __all__ = [
     "Outcome", "Wait", "Counter", "Rules", "Step", "classify", "retry_delay", "next_step",
@@ -153,7 +153,7 @@ def next_step(attempt_number: int, status_code: int | None, event_type: str, rul
     ``rules.ladder``; None: the ladder.
 
     ``requested_wait`` is the wait in seconds the receiver's ``Retry-After``
-    asked for (sender/retry_after.py), followed on a 429 or 503 only: a retry
+    asked for (lifecycle/retry_after.py), followed on a 429 or 503 only: a retry
     then waits the longer of the ladder's delay and that, capped by
     ``Rules.retry_after_max``. It never adds an attempt past the ladder.
     ``countdown_room`` is asked only for a retry whose wait is short enough to

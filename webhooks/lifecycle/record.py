@@ -26,14 +26,13 @@ from typing import Sequence
 from sqlalchemy import Integer, String, Text, bindparam, select, update
 from sqlalchemy.engine import Connection
 
-from webhooks.broker.outbox import Dispatch
-from webhooks.lifecycle import adaptive_pace, policy
-from webhooks.lifecycle import transitions
+from webhooks.lifecycle import adaptive_pace, listeners, ordering, policy, transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
-from webhooks.lifecycle.states import DeliveryStatus, PauseReason, waiting
-from webhooks.operational import notices as operational
-from webhooks.storage.backends import backend_of
+from webhooks.lifecycle.dispatch import Dispatch
+from webhooks.states import DeliveryStatus, PauseReason, waiting
+from webhooks.storage import rollup
+from webhooks.storage.backends import RecordStatements, backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
 
 __all__ = ["Recorded", "record", "record_many", "groups"]
@@ -51,7 +50,7 @@ class Recorded:
     paused_subscription: bool
     # deliveries that waited for the slot this attempt frees, or behind it on its key
     released: tuple[Dispatch, ...] = ()
-    notices: tuple[Dispatch, ...] = ()  # operational notices it raised (webhooks/operational)
+    notices: tuple[Dispatch, ...] = ()  # operational notices it raised (listeners.py)
 
 
 # ---------------------------------------------------------------- the four steps
@@ -95,6 +94,16 @@ def _release(locking: bool):
     return transitions.release_oldest_waiting(oldest)
 
 
+# What the backends run, handed to them with each record (storage knows tables, not rules).
+STATEMENTS = RecordStatements(
+    move=_MOVE, attempts=attempts, attempt_values=_ATTEMPT, deliveries=deliveries,
+    subscriptions=subscriptions, subscription_id=_SUBSCRIPTION_ID,
+    count_failure=_COUNT_FAILURE, count_success=_COUNT_SUCCESS, release=_release,
+    successor=ordering.RELEASE, successor_key=ordering.KEY,
+    release_successor=ordering.release_successor,
+    count_in_statement=rollup.count_in_statement, count_attempt=rollup.count_attempt)
+
+
 # ---------------------------------------------------------------- the transition
 
 
@@ -133,10 +142,10 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
         adaptive_pace.open_transaction(connection)  # a success alone commits on its own
     # PostgreSQL: the steps in one prepared statement; SQLite: one by one. A keyed
     # delivery that finished releases the next of its key among them (ordering.py).
-    moved = backend_of(connection).record(connection, params, step.is_failure)
+    moved = backend_of(connection).record(connection, params, step.is_failure, STATEMENTS)
     if moved is None:
         return None
-    failures, released = moved
+    failures, released = moved[0], _dispatches(moved[1])
     if pacing_on:
         adaptive_pace.after_attempt(connection, claim, status_code=status_code,
                                     error_kind=error_kind, success=success, pace=pace, now=now)
@@ -176,10 +185,15 @@ def record_many(connection: Connection, attempts: Sequence[dict]) -> list[Record
     released = backend_of(connection).record_many(connection, [
         _params(one["claim"], one["step"], one["started_at"], one["now"], one["duration_ms"],
                 one["status_code"], one["error"], one["excerpt"], one.get("location"),
-                one.get("error_kind")) for one in attempts])
-    return [None if dispatches is None else Recorded(one["step"].status, None, False,
-                                                     tuple(dispatches))
-            for one, dispatches in zip(attempts, released)]
+                one.get("error_kind")) for one in attempts], STATEMENTS)
+    return [None if rows is None else Recorded(one["step"].status, None, False,
+                                               tuple(_dispatches(rows)))
+            for one, rows in zip(attempts, released)]
+
+
+def _dispatches(released: Sequence[tuple[str, int]]) -> list[Dispatch]:
+    """The messages of the deliveries a record released, (id, attempt_count) each: due now."""
+    return [Dispatch(delivery_id, count) for delivery_id, count in released]
 
 
 def _params(claim: Claim, step: policy.Step, started_at: dt.datetime, now: dt.datetime,
@@ -206,11 +220,12 @@ def _notices(connection, claim: Claim, status: str, status_code: int | None,
     Each of these follows a failed attempt (policy: the counter adds one), whose record
     opens a transaction on the attempt engine (the PostgreSQL backend sends BEGIN with
     its statement): the notices commit with the record, or not at all."""
-    ended = operational.notify_delivery_ended(
+    heard = listeners.registered()  # operational webhooks (operational/notices.py)
+    ended = heard.delivery_ended(
         connection, status, subscription_id=claim.subscription_id,
         delivery_id=claim.delivery_id, event_id=claim.event_id, event_type=claim.event_type,
         attempt_count=claim.attempt_number, status_code=status_code)
-    paused = ([] if paused_for is None else operational.notify_paused(
+    paused = ([] if paused_for is None else heard.subscription_paused(
         connection, claim.subscription_id, reason=str(getattr(paused_for, "value", paused_for)),
         now=now))
     return (*ended, *paused)

@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
 
-from webhooks.broker.outbox import request_sweep_after_commit
 from webhooks.errors import Conflict, InvalidWindow, NotFound
-from webhooks.lifecycle import transitions
+from webhooks.lifecycle import listeners, transitions
 from webhooks.lifecycle.changes import replay_delivery, replay_row
-from webhooks.lifecycle.states import REPLAYABLE, STORED_STATUSES, held_while
+from webhooks.states import REPLAYABLE, STORED_STATUSES, held_while
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Subscription
 
@@ -151,7 +150,7 @@ def _replay_batch(session: Session, subscription_id: str, since: dt.datetime,
     rows = [replay_row(original, held=is_held, parked=True, now=now)
             for original, is_held in zip(originals, held)]
     transitions.add_replays(session, rows)
-    request_sweep_after_commit(session)
+    listeners.registered().request_sweep_after_commit(session)  # broker/outbox.py
     return len(rows), sum(held)
 
 

@@ -28,8 +28,9 @@ import datetime as dt
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from webhooks.lifecycle import states, transitions
-from webhooks.lifecycle.states import SubscriptionStatus
+from webhooks import states
+from webhooks.lifecycle import transitions
+from webhooks.states import SubscriptionStatus
 from webhooks.storage.models import Delivery, Subscription
 
 __all__ = ["take_batch", "hold_release", "continue_release", "end_release"]

@@ -1,9 +1,10 @@
-"""The sweep: find every pending delivery that no broker message will bring, and send it.
+"""The sweep's rule: find every pending delivery that no broker message will bring.
 
-The scheduler (Celery beat) runs it every WEBHOOKS_SWEEP_INTERVAL seconds;
-``run_sweep`` finds the work in one transaction and publishes after commit.
-The database is the source of truth: whatever the broker lost, a worker's
-death abandoned, or the publisher could not send, the sweep sends again.
+The scheduler (Celery beat) runs it every WEBHOOKS_SWEEP_INTERVAL seconds
+(services/sweep.py: ``run_sweep`` finds the work with :func:`sweep` in one
+transaction and publishes after commit). The database is the source of truth:
+whatever the broker lost, a worker's death abandoned, or the publisher could
+not send, the sweep sends again.
 """
 
 from __future__ import annotations
@@ -13,53 +14,19 @@ import datetime as dt
 from sqlalchemy import exists, func, or_, select, true
 from sqlalchemy.orm import Session, aliased
 
-from webhooks.broker.outbox import Dispatch, publish_now
-from webhooks.config import Settings, get_settings
-from webhooks.lifecycle import ordering, states, transitions
-from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
-from webhooks.storage import clock, scheduled_runs
-from webhooks.storage import waiting_counts  # states.waiting is the predicate
-from webhooks.storage.db import session_scope
+from webhooks import states
+from webhooks.lifecycle import ordering, transitions
+from webhooks.lifecycle.dispatch import Dispatch
+from webhooks.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
 from webhooks.storage.models import Delivery, Subscription
 from webhooks.tenants.rotation import settle_due
 
-__all__ = ["sweep", "run_sweep"]
+__all__ = ["sweep"]
 
 PENDING = DeliveryStatus.PENDING.value
 SENDING = DeliveryStatus.SENDING.value
 PAUSED = DeliveryStatus.PAUSED.value
 _deliveries = Delivery.__table__
-
-
-def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None = None) -> int:
-    """Publish what :func:`sweep` finds; returns how many messages it sent.
-
-    It also folds the waiting counts of database connections that have gone
-    (webhooks/storage/waiting_counts.py), so /metrics keeps reading a few rows.
-    A run beat sent for ``slot`` first claims it, in the sweep's own transaction,
-    and does nothing (returns 0) if another run has it (webhooks/storage/scheduled_runs.py);
-    a run without one (a recover's) always sweeps.
-    """
-    settings = settings or get_settings()
-    with session_scope() as session:
-        if slot is not None and not scheduled_runs.claim(session.connection(), slot):
-            return 0
-        found = sweep(
-            session,
-            clock.now(),  # the database's: one clock for every host's rules
-            timeout=settings.timeout,
-            recover_after=settings.recover_after,
-            batch=settings.sweep_batch,
-            max_in_flight=settings.max_in_flight,
-            # Two intervals: a paced delivery still rides to its slot when one sweep is late.
-            lookahead=2 * settings.sweep_interval,
-            sent=slot.start if slot is not None else None,
-        )
-        # In the same transaction (no commit of its own): it writes only rows no one else
-        # does, those of backends that have gone, and row 0, which only a fold writes.
-        waiting_counts.fold(session.connection())
-    refused = publish_now(found)
-    return len(found) - refused
 
 
 def _take(session: Session, candidates, values: dict, *conditions) -> list[Dispatch]:

@@ -46,8 +46,8 @@ from sqlalchemy import (Update, and_, bindparam, case, delete, false, insert, li
 from sqlalchemy.engine import Connection
 from sqlalchemy.orm import Session
 
-from webhooks.lifecycle import states
-from webhooks.lifecycle.states import DeliveryStatus
+from webhooks import states
+from webhooks.states import DeliveryStatus
 from webhooks.storage.models import Delivery, UTCDateTime
 
 __all__ = [
@@ -94,7 +94,7 @@ insert_deliveries = insert(deliveries)  # rows from states.new_delivery_row (emi
 
 def new_deliveries_from(select_statement, columns: list[str]):
     """``INSERT INTO deliveries (columns) SELECT …`` for emit's one statement on PostgreSQL
-    (storage/emit_statement.py), returning what emit publishes."""
+    (lifecycle/emit_statement.py), returning what emit publishes."""
     return (insert(deliveries).from_select(columns, select_statement)
             .returning(deliveries.c.id, deliveries.c.status, deliveries.c.parked))
 

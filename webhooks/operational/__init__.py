@@ -7,6 +7,7 @@ that has no API key and that no customer route can reach: so a notice is
 delivered, signed, retried, recorded and swept like any delivery. Its four
 event types (``catalogue.py``) are outside the customer catalogue, so
 ``emit_event`` refuses them. ``notices.py`` stores a notice in the transaction
-of the change it reports; ``endpoints.py`` adds, lists and removes endpoints
-(``webhooks operational ...``).
+of the change it reports (the lifecycle calls it through its listeners,
+lifecycle/listeners.py); services/operational_endpoints.py adds, lists and
+removes endpoints (``webhooks operational ...``).
 """

@@ -37,7 +37,7 @@ from sqlalchemy.engine import Connection
 
 from webhooks.config import Settings
 from webhooks.lifecycle import transitions
-from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.states import DeliveryStatus
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, Event, NoticeBudget
 

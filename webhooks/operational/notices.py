@@ -11,8 +11,11 @@ A caller with a session (a route, a service) publishes what it gets back::
 
     publish_after_commit(session, notify_paused(session, sub_id, reason="manual", now=now))
 
-lifecycle/record.py returns them in ``Recorded.notices``, which the attempt
-publishes with its other messages (lifecycle/attempt.py).
+lifecycle/record.py calls notify_delivery_ended and notify_paused through the
+listeners the composition root registers (lifecycle/listeners.py,
+webhooks/composition.py: the lifecycle is below this package) and returns
+what they give in ``Recorded.notices``, which the attempt publishes with its
+other messages (services/attempt.py).
 
 subscription.paused and subscription.resumed spend from a budget of their account
 and of their subscription (budget.py): beyond it a notice waits, parked, and a
@@ -27,13 +30,14 @@ import logging
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from webhooks.broker.outbox import Dispatch
 from webhooks.config import get_settings
+from webhooks.emit import store_checked
 from webhooks.lifecycle import transitions
-from webhooks.lifecycle.states import DeliveryStatus
+from webhooks.lifecycle.dispatch import Dispatch
 from webhooks.operational import catalogue
 from webhooks.operational.budget import Budget, remember, reserve
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID, is_operator
+from webhooks.reserved import OPERATOR_ACCOUNT_ID, is_operator
+from webhooks.states import DeliveryStatus
 from webhooks.storage.models import Subscription
 
 __all__ = ["notify_paused", "notify_resumed", "notify_delivery_ended"]
@@ -140,8 +144,6 @@ def _store(connection, notice_type: str, data: dict):
     """The notice as an event of the operator account with one delivery per operational
     endpoint that wants it: the stored event (None: not stored) and the Dispatches to
     publish after commit."""
-    from webhooks.emit import store_checked  # emit imports the lifecycle, which calls us
-
     connection = _connection(connection)
     errors = catalogue.data_errors(notice_type, data)
     if errors:

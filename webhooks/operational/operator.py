@@ -1,27 +1,23 @@
 """The reserved operator account whose subscriptions are the operational endpoints.
 
-Created on demand by the first ``webhooks operational add``. It has no API key
-(its stored key hash is no SHA-256 hex digest, so no key can ever match it), so
-neither the API nor the dashboard can act as it; nothing lists accounts. Its
-deliveries count against its own in-flight caps, never a customer's.
+Its id is reserved (webhooks/reserved.py). Created on demand by the first
+``webhooks operational add``. It has no API key (its stored key hash is no
+SHA-256 hex digest, so no key can ever match it), so neither the API nor the
+dashboard can act as it; nothing lists accounts. Its deliveries count against
+its own in-flight caps, never a customer's.
 """
 
 from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
 from webhooks.storage.models import Account, utcnow
 
-__all__ = ["OPERATOR_ACCOUNT_ID", "is_operator", "operator_account"]
+__all__ = ["operator_account"]
 
-OPERATOR_ACCOUNT_ID = "00000000-0000-0000-0000-000000000000"
 _NAME = "operator (operational webhooks)"
 _NO_API_KEY = "none: the operator account has no API key"  # not hex: matches no key's hash
-
-
-def is_operator(account_id: str | None) -> bool:
-    """True for the operator account (whose own deliveries never raise a notice)."""
-    return account_id == OPERATOR_ACCOUNT_ID
 
 
 def operator_account(session: Session) -> Account:

@@ -46,6 +46,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util.connection import allowed_gai_family
 
+from webhooks.config import get_settings
 from webhooks.config.egress import ConnectMode, EgressProxy
 from webhooks.errors import DestinationRefused
 from webhooks.lifecycle.failure_kinds import ErrorKind, Failure, failure, timeout, tls_failure
@@ -121,8 +122,6 @@ class _LookupPool:
 
 
 def _thread_count() -> int:
-    from webhooks.config import get_settings  # the settings of the process that makes the pool
-
     return get_settings().dns_threads
 
 

@@ -43,7 +43,7 @@ from webhooks.sender.deadline import AttemptDeadline, watchdog
 from webhooks.sender.oauth2_tokens import SharedTokens
 from webhooks.sender.response_body import (DRAIN_LIMIT, EXCERPT_BYTES, READ_CHUNK, BoundedBody,
                                            excerpt_of, read_bounded)
-from webhooks.sender.retry_after import HONOURED_STATUSES
+from webhooks.lifecycle.retry_after import HONOURED_STATUSES
 from webhooks.storage.receiver_text import storable_text
 
 __all__ = ["AttemptResult", "HttpSender", "Sender", "ReceiverCredentials", "EXCERPT_BYTES",

@@ -1,4 +1,6 @@
-"""Use cases, one module per group, called by the HTTP API and the dashboard alike.
+"""Use cases, one module per group, called by the HTTP API and the dashboard alike, and by
+the worker and the CLI for theirs (docs/architecture.md, "Layers": above the lifecycle,
+the broker, the sender and operational webhooks, below the entrances).
 
 Each function runs in the caller's session (the web request's transaction)
 and takes ``now`` only where a test needs to choose it. Web code imports
@@ -15,4 +17,7 @@ lifecycle, storage or broker modules under them:
 - testing: send a test.ping
 - accounts: who an API key belongs to
 - portal_links: single-use links that sign a browser in to an account's dashboard
+- attempt: one delivery attempt, as a worker runs it: claim, send, decide, record, publish
+- sweep: the sweep's run, what lifecycle/sweep.py finds published after its commit
+- operational_endpoints: add, list, resume, remove the operator's endpoints (the CLI's)
 """

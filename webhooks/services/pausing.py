@@ -14,12 +14,12 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from webhooks.broker import outbox
-from webhooks.broker.outbox import (Dispatch, publish_after_commit, publish_now,
-                                    request_release_after_commit)
+from webhooks.broker.outbox import publish_after_commit, publish_now, request_release_after_commit
 from webhooks.config import get_settings
 from webhooks.lifecycle import changes, release
-from webhooks.lifecycle.states import PauseReason
+from webhooks.lifecycle.dispatch import Dispatch
 from webhooks.operational import notices as operational
+from webhooks.states import PauseReason
 from webhooks.storage import clock
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription, utcnow

@@ -15,8 +15,8 @@ from sqlalchemy.orm import Session
 
 from webhooks.lifecycle.failure_kinds import ErrorKind
 from webhooks.lifecycle.policy import Outcome
-from webhooks.lifecycle.states import PUBLIC_STATUSES, REPLAYABLE, STORED_STATUSES, public_status
 from webhooks.services.subscriptions import canonical_id, owned as owned_subscription
+from webhooks.states import PUBLIC_STATUSES, REPLAYABLE, STORED_STATUSES, public_status
 from webhooks.storage.models import Attempt, Delivery, Subscription, utcnow
 
 __all__ = ["ERROR_KINDS", "Outcome", "PUBLIC_STATUSES", "REPLAYABLE", "STORED_STATUSES", "public_status", "owned_subscription",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from sqlalchemy.orm import Session
 
 from webhooks.lifecycle.recover import replay_once
-from webhooks.lifecycle.states import REPLAYABLE, DeliveryStatus
+from webhooks.states import REPLAYABLE, DeliveryStatus
 from webhooks.storage.models import Delivery, utcnow
 
 __all__ = ["REPLAYABLE", "replay", "is_replayable", "was_published"]

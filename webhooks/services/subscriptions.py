@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from webhooks.config import get_settings
 from webhooks.events.filters import parse_filter, parse_stored
-from webhooks.lifecycle import changes
+from webhooks.lifecycle import adaptive_pace, changes
 from webhooks.services.credentials import (EXPIRY_WARNING_DAYS, certificate_expires_soon,
                                            credential_changes, shown_credentials)
 from webhooks.storage.models import Subscription, utcnow
@@ -86,14 +86,16 @@ def option_values(subscription: Subscription) -> dict[str, object]:
     """Every option of the subscription (tenants/options.py) as answers and pages show it, by
     name: its stored value, its default, or what the option computes (``in_flight_limit``)."""
     settings = get_settings()
-    return {option.name: value_of(option, subscription, settings) for option in OPTIONS}
+    return {option.name: value_of(option, subscription, settings, adaptive_pace.READINGS)
+            for option in OPTIONS}
 
 
 def in_flight_limit(subscription: Subscription) -> int | None:
     """The attempts this subscription may have in flight now (None: no limit): its cap
     (``max_in_flight``, else WEBHOOKS_MAX_IN_FLIGHT), or lower while the adaptive pace has
     lowered it (lifecycle/adaptive_pace.py). Shown as ``in_flight_limit``."""
-    return value_of(BY_NAME["in_flight_limit"], subscription, get_settings())
+    return value_of(BY_NAME["in_flight_limit"], subscription, get_settings(),
+                    adaptive_pace.READINGS)
 
 
 def check_filter(value: object) -> None:

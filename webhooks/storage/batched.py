@@ -33,8 +33,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement
 
 from webhooks.storage.db import in_autocommit, in_transaction_block
-from webhooks.storage.prepared import (aware, bind_value, compile_core, numbered,
-                                       parameter_names, run_text)
+from webhooks.storage.prepared import (_PARAMETER, _POSTGRESQL, aware, bind_value, compile_core,
+                                       numbered, parameter_names, run_text)
 
 __all__ = ["Body", "BatchedStatement"]
 
@@ -60,8 +60,6 @@ class BatchedStatement:
         """``prologue``: one statement run before the calls, in the same round trip and
         transaction, with the batch's arrays as parameters (``:name`` is the list of
         every item's ``name``): the claims' account turns, taken in one order."""
-        from webhooks.storage.prepared import _POSTGRESQL
-
         compiled = [compile_core(s) for s in (body.main, *body.otherwise)]
         self._types: dict[str, str] = {}
         for _, types in compiled:
@@ -127,8 +125,6 @@ class BatchedStatement:
 def _with_arrays(sql: str, types: Mapping[str, str]) -> tuple[str, list[str]]:
     """``sql`` with each ``:name`` replaced by a ``%s`` cast to an array of its type; and the
     names, one per ``%s``, in order (a name used twice is passed twice)."""
-    from webhooks.storage.prepared import _PARAMETER
-
     order: list[str] = []
 
     def placeholder(match) -> str:

@@ -27,6 +27,7 @@ import time
 from sqlalchemy import text
 
 from webhooks.config import get_settings
+from webhooks.storage.db import get_engine
 
 __all__ = ["now", "offset", "measure_offset", "forget"]
 
@@ -85,8 +86,6 @@ def _refresh(current: float) -> float:
 
 def measure_offset(url: str | None = None) -> float:
     """The database clock minus this host's, in seconds, from one query (its midpoint)."""
-    from webhooks.storage.db import get_engine  # db imports config only; imported late to keep this light
-
     with get_engine(url).connect() as connection:
         before = time.time()
         database_time = connection.execute(text("SELECT clock_timestamp()")).scalar_one()

@@ -192,7 +192,7 @@ def get_engine(url: str | None = None, *, pre_ping: bool = True) -> Engine:
 
 
 def get_attempt_engine(url: str | None = None) -> Engine:
-    """This process's engine for the claims and records of attempts (webhooks/lifecycle/attempt.py).
+    """This process's engine for the claims and records of attempts (webhooks/services/attempt.py).
 
     On PostgreSQL its connections are in autocommit mode: a transaction is
     opened by a ``BEGIN`` sent with its first statement and closed by the
@@ -218,10 +218,13 @@ def get_autocommit_engine(url: str | None = None) -> Engine:
 
 def in_autocommit(connection: Connection) -> bool:
     """True for a connection of the attempt or the autocommit engine on PostgreSQL:
-    whoever runs a transaction on it sends BEGIN and COMMIT themselves."""
-    from webhooks.storage.backends import backend_of
+    whoever runs a transaction on it sends BEGIN and COMMIT themselves.
 
-    return backend_of(connection).in_autocommit(connection)
+    Asked of the DB-API connection, as the driver holds it: psycopg2's ``autocommit``
+    is a bool, which those engines set (``AUTOCOMMIT``); sqlite3 has none before
+    Python 3.12, and from 3.12 an int unless a connection opts in, which none of ours
+    does (SQLite's engines are never autocommit here, see _entry)."""
+    return getattr(connection.connection.dbapi_connection, "autocommit", None) is True
 
 
 def in_transaction_block(connection: Connection) -> bool:

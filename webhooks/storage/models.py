@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus  # re-exported: the models' states
+from webhooks.states import DeliveryStatus, SubscriptionStatus  # re-exported: the models' states
 
 __all__ = [
     "Base",

@@ -23,8 +23,9 @@ from __future__ import annotations
 from sqlalchemy import delete, func, insert, literal, select
 from sqlalchemy.engine import Connection
 
-from webhooks.lifecycle.states import DeliveryStatus
-from webhooks.storage.models import Delivery, WaitingCount
+from webhooks.states import DeliveryStatus
+from webhooks.storage.backends import backend_of
+from webhooks.storage.models import Account, Delivery, WaitingCount
 
 __all__ = ["WAITING", "read", "recount", "fold"]
 
@@ -45,8 +46,6 @@ def read(connection: Connection) -> dict[str, int]:
 def _counted_from_deliveries():
     """One row: the deliveries in each waiting status, counted on index ranges only (pending
     and sending on their partial indexes, paused on the list index once per account)."""
-    from webhooks.storage.models import Account
-
     def count(status: str, *where):
         return (select(func.count()).select_from(Delivery)
                 .where(Delivery.status == status, *where).scalar_subquery())
@@ -79,6 +78,4 @@ def fold(connection: Connection) -> int:
     Called by each sweep, in the sweep's transaction: it bounds the table to
     about one row per live connection. Nothing to do on SQLite.
     """
-    from webhooks.storage.backends import backend_of
-
     return backend_of(connection).fold_waiting_counts(connection)

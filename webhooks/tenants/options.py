@@ -20,11 +20,10 @@ migration's row in docs/upgrade.md), one entry in :data:`OPTIONS`, its use and i
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from webhooks.config import Settings
-from webhooks.lifecycle.adaptive_pace import Pace, current_limit
 from webhooks.storage.models import Subscription
 from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES
 
@@ -68,7 +67,10 @@ class Option:
     (both in the OpenAPI document). ``default`` is stored when create leaves it
     out; a ``nullable`` option also takes null, which means ``fallback`` (the
     name of the Settings attribute that applies instead, if any). An option
-    that is not ``editable`` is only shown, with ``value`` computing it. One
+    that is not ``editable`` is only shown, with ``value`` computing it from the row,
+    or ``reading`` naming what computes it from the subscription's state: a rule
+    above this layer (lifecycle/adaptive_pace.READINGS), handed to :func:`value_of`
+    by its caller (services/subscriptions.py). One
     that is not ``stored_as_given`` is editable through the API but applied
     by a use case of its own (``signature_scheme``: a new secret with it). A
     ``claimed`` one is loaded by the claim into ``Claim.options``, for the
@@ -95,20 +97,8 @@ class Option:
     form: FormField | None = None
     fact: Fact | None = None
     value: Callable[[Subscription, Settings], object] | None = None
+    reading: str | None = None
     details: str = ""
-
-
-def _rate_now(subscription: Subscription, settings: Settings) -> float | None:
-    """The attempts per second that apply now (the adaptive pace's rate, if lower)."""
-    from webhooks.storage import clock  # the database's clock, which set the paced rate
-
-    return Pace.of(settings).rate_now(subscription, clock.now())
-
-
-def _in_flight_now(subscription: Subscription, settings: Settings) -> int | None:
-    """The limit on attempts in flight that applies now (the adaptive pace's, if lower)."""
-    return current_limit(subscription.in_flight_limit, subscription.max_in_flight,
-                         settings.max_in_flight, adaptive=settings.adaptive_pace)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -129,7 +119,7 @@ OPTIONS: tuple[Option, ...] = (
             "Per-subscription limits", and the README, "Concurrency per endpoint".""",
     ),
     Option(
-        "in_flight_limit", Kind.INTEGER, editable=False, value=_in_flight_now,
+        "in_flight_limit", Kind.INTEGER, editable=False, reading="in_flight_now",
         shown_description="the attempts in flight the service lets through now: "
                           "`max_in_flight` (or the service's), lowered while the endpoint "
                           "answers 429, 503 or times out (the adaptive pace); null: no limit. "
@@ -154,7 +144,7 @@ OPTIONS: tuple[Option, ...] = (
             `pending`, without an attempt: docs/api.md, "Per-subscription limits".""",
     ),
     Option(
-        "current_rate_limit", Kind.NUMBER, editable=False, value=_rate_now,
+        "current_rate_limit", Kind.NUMBER, editable=False, reading="rate_now",
         shown_description="the attempts per second the service lets through now: "
                           "`rate_limit`, or lower while the adaptive pace follows an endpoint "
                           "that answered 429 (a rate set just under what it accepted, "
@@ -217,9 +207,13 @@ SETTABLE = {option.name: option.default for option in OPTIONS
 CLAIMED = tuple(option.name for option in OPTIONS if option.claimed)
 
 
-def value_of(option: Option, subscription: Subscription, settings: Settings) -> object:
+def value_of(option: Option, subscription: Subscription, settings: Settings,
+             readings: Mapping[str, Callable[[Subscription, Settings], object]]) -> object:
     """What answers and pages show of ``option`` for ``subscription``: its stored value (its
-    default where none is stored), or what ``option.value`` computes."""
+    default where none is stored), what ``option.value`` computes, or what its reading
+    among ``readings`` (by name: lifecycle/adaptive_pace.READINGS) computes."""
+    if option.reading is not None:
+        return readings[option.reading](subscription, settings)
     if option.value is not None:
         return option.value(subscription, settings)
     stored = getattr(subscription, option.name)

@@ -6,26 +6,30 @@ after taking the account's turn (an advisory lock, so that concurrent claims
 count each other's attempts in flight); the record's steps run as one
 statement of data-modifying CTEs. Both are prepared once per connection
 (storage/prepared.py) and built from the statements lifecycle/claim.py and
-lifecycle/record.py write once for both engines.
+lifecycle/record.py write once for both engines and hand down with each call.
 """
 
 from __future__ import annotations
 
 import contextlib
 
-from sqlalchemy import (Integer, and_, any_, bindparam, false, func, literal, literal_column,
-                        select, text)
+from sqlalchemy import (Integer, and_, any_, bindparam, exists, false, func, insert, literal,
+                        literal_column, select, text)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from webhooks.storage.backends import Backend, claim_row_with
+from webhooks.states import FINISHED
+from webhooks.storage.backends.base import (Backend, Built, ClaimStatements, RecordStatements,
+                                            claim_row_with)
 from webhooks.storage.batched import BatchedStatement, Body
+from webhooks.storage.models import Event
 from webhooks.storage.prepared import PreparedStatement, execute_together
 
 __all__ = ["PostgreSQLBackend"]
 
 
-def _claim_statements():
-    """(the account's turn, the claim with its loads), prepared.
+class _Claims:
+    """The claim's statements as PostgreSQL runs them: the account's turn and the claim
+    with its loads, prepared; and the claims of a batch as one statement.
 
     Claims of one account take turns, always (a subscription may have a cap of
     its own even when the service's are 0): under READ COMMITTED two concurrent
@@ -35,9 +39,14 @@ def _claim_statements():
     taken after it, sees every claim committed before. (SQLite's BEGIN
     IMMEDIATE already serialises writers.)
     """
-    turn = PreparedStatement.from_core("claim_turn", _turn())
-    take = PreparedStatement.from_core("claim", _take())
-    return turn, take
+
+    def __init__(self, statements: ClaimStatements):
+        d = statements.deliveries
+        self.turn = PreparedStatement.from_core(
+            "claim_turn",
+            select(func.pg_advisory_xact_lock(_turn_key(d))).where(d.c.id == bindparam("d_id")))
+        self.take = PreparedStatement.from_core("claim", _take(statements))
+        self.batch = _claims_statement(statements)
 
 
 def _turn_key(deliveries):
@@ -45,54 +54,57 @@ def _turn_key(deliveries):
     return func.hashtextextended(deliveries.c.account_id, 7403)
 
 
-def _turn():
-    from webhooks.lifecycle import claim
-
-    d = claim.deliveries
-    return select(func.pg_advisory_xact_lock(_turn_key(d))).where(d.c.id == bindparam("d_id"))
-
-
-def _take():
-    from webhooks.lifecycle import claim
-
-    d = claim.deliveries
-    return claim._TAKE.where(
-        claim.events.c.id == d.c.event_id, claim.subscriptions.c.id == d.c.subscription_id,
-    ).returning(*claim._TAKEN, *claim._LOADED)
+def _take(statements: ClaimStatements):
+    d = statements.deliveries
+    return statements.take.where(
+        statements.events.c.id == d.c.event_id,
+        statements.subscriptions.c.id == d.c.subscription_id,
+    ).returning(*statements.taken, *statements.loaded)
 
 
-def _claims_statement() -> BatchedStatement:
+def _claims_statement(statements: ClaimStatements) -> BatchedStatement:
     """Claims of a batch (group commit): the turns of all their accounts first, in one
     order (two batches that took them in different orders could deadlock), then each
     claim as it runs alone (the claim, the turn-away if not taken), in order. Its turn
     is held already, from before its statement's snapshot, as alone; the turns are held
     to the batch's commit, as one claim holds its own."""
-    from webhooks.lifecycle import claim
-
-    d = claim.deliveries
+    d = statements.deliveries
     key = _turn_key(d).label("turn")
     turns = (select(key).where(d.c.id == any_(bindparam("d_id", type_=d.c.id.type)))
              .distinct().order_by(key).subquery())
-    returns = [(column.name, column.type) for column in (*claim._TAKEN, *claim._LOADED)]
+    returns = [(column.name, column.type)
+               for column in (*statements.taken, *statements.loaded)]
     return BatchedStatement(
-        "claims", Body(main=_take(), returns=returns, otherwise=[claim._TURN_AWAY]),
+        "claims", Body(main=_take(statements), returns=returns,
+                       otherwise=[statements.turn_away]),
         prologue=select(func.pg_advisory_xact_lock(turns.c.turn)))
 
 
-def _records_statement() -> BatchedStatement:
+class _Records:
+    """The record's statements as PostgreSQL runs them: one prepared statement after a
+    failure, one after a success, and the records of a batch of successes as one."""
+
+    def __init__(self, statements: RecordStatements):
+        self.failure = PreparedStatement.from_core(
+            "record_failure", _record_statement(statements, statements.count_failure))
+        self.success = PreparedStatement.from_core(
+            "record_success", _record_statement(statements, statements.count_success))
+        self.batch = _records_statement(statements)
+
+
+def _records_statement(statements: RecordStatements) -> BatchedStatement:
     """Records of a batch of successful attempts (group commit): each one's statement as
     it runs alone (record_success), in order."""
-    from webhooks.lifecycle import record
-
-    id_type = record.deliveries.c.id.type
+    id_type = statements.deliveries.c.id.type
     returns = [("moved", Integer()), ("failures", Integer()),
                ("released_id", id_type), ("released_count", Integer()),
                ("successor_id", id_type), ("successor_count", Integer())]
-    return BatchedStatement("records", Body(main=_record_statement(record._COUNT_SUCCESS),
-                                            returns=returns))
+    return BatchedStatement(
+        "records", Body(main=_record_statement(statements, statements.count_success),
+                        returns=returns))
 
 
-def _record_statement(count):
+def _record_statement(statements: RecordStatements, count):
     """The record's steps as data-modifying CTEs; each later one only if the move
     happened. The sixth, for a keyed delivery (``okey`` not null) that finished, releases
     the next delivery of its key if that waits behind it (ordering.release_successor's
@@ -102,29 +114,24 @@ def _record_statement(count):
     final SELECT reads it, so that SELECT reads only what the caller uses
     (each CTE it read cost executor work on every attempt).
     """
-    from sqlalchemy import exists, insert
-
-    from webhooks.lifecycle import ordering, record
-    from webhooks.lifecycle.states import FINISHED
-    from webhooks.storage import rollup
-
-    d = record.deliveries
-    moved = record._MOVE.returning(d.c.id, d.c.account_id, d.c.status).cte("moved")
+    s = statements
+    d = s.deliveries
+    moved = s.move.returning(d.c.id, d.c.account_id, d.c.status).cte("moved")
     ours = exists(select(moved.c.id))
     finished = [literal_column(f"'{status}'") for status in FINISHED]  # literals: prepared
-    finished_keyed = and_(ordering.KEY.is_not(None),
+    finished_keyed = and_(s.successor_key.is_not(None),
                           exists(select(moved.c.id).where(moved.c.status.in_(finished))))
-    successor = ordering.RELEASE.where(finished_keyed).cte("successor")
-    recorded = (insert(record.attempts)
-                .from_select(["delivery_id", *record._ATTEMPT],
-                             select(moved.c.id, *record._ATTEMPT.values()))
+    successor = s.successor.where(finished_keyed).cte("successor")
+    recorded = (insert(s.attempts)
+                .from_select(["delivery_id", *s.attempt_values],
+                             select(moved.c.id, *s.attempt_values.values()))
                 .cte("recorded"))
-    counted = (count.where(ours).returning(record.subscriptions.c.consecutive_failures)
+    counted = (count.where(ours).returning(s.subscriptions.c.consecutive_failures)
                .cte("counted"))
-    released = record._release(locking=True).where(ours).cte("released")
-    hour_counted, total_counted = rollup.count_in_statement(
-        moved, subscription_id=record._SUBSCRIPTION_ID, started_at=record._ATTEMPT["started_at"],
-        outcome=record._ATTEMPT["outcome"], duration_ms=record._ATTEMPT["duration_ms"])
+    released = s.release(True).where(ours).cte("released")
+    hour_counted, total_counted = s.count_in_statement(
+        moved, subscription_id=s.subscription_id, started_at=s.attempt_values["started_at"],
+        outcome=s.attempt_values["outcome"], duration_ms=s.attempt_values["duration_ms"])
     return select(
         select(func.count()).select_from(moved).scalar_subquery().label("moved"),
         select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
@@ -138,12 +145,10 @@ def _record_statement(count):
     ).add_cte(recorded, hour_counted, total_counted)
 
 
-def _dispatches(released_id, released_count, successor_id, successor_count) -> list:
-    """The messages a record's row asks for: the delivery released into the slot it freed,
-    and the next of its key released behind it (each if any)."""
-    from webhooks.broker.outbox import Dispatch
-
-    return [Dispatch(delivery_id, count) for delivery_id, count in
+def _released(released_id, released_count, successor_id, successor_count) -> list:
+    """The deliveries a record's row released, as (id, attempt_count): the one released
+    into the slot it freed, and the next of its key released behind it (each if any)."""
+    return [(delivery_id, count) for delivery_id, count in
             ((released_id, released_count), (successor_id, successor_count)) if delivery_id]
 
 
@@ -171,52 +176,47 @@ class PostgreSQLBackend(Backend):
     emits_in_one_statement = True
 
     def __init__(self):
-        from webhooks.lifecycle import record
-        from webhooks.storage.models import Event
-
-        self._turn, self._claim = _claim_statements()
-        self._record_failure = PreparedStatement.from_core(
-            "record_failure", _record_statement(record._COUNT_FAILURE))
-        self._record_success = PreparedStatement.from_core(
-            "record_success", _record_statement(record._COUNT_SUCCESS))
-        self._claims, self._records = _claims_statement(), _records_statement()
+        self._claims, self._records = Built(_Claims), Built(_Records)
         events = Event.__table__
         self._insert_event_once = (
             pg_insert(events)
             .on_conflict_do_nothing(index_elements=["account_id", "idempotency_key"])
             .returning(events.c.id))
 
-    def claim(self, connection, params: dict):
+    def claim(self, connection, params: dict, statements: ClaimStatements):
         # Always: even with the service's caps at 0, a subscription may have its own.
         # One round trip: the turn, then the claim (each with its own snapshot); on an
         # autocommit connection the two are one implicit transaction, committed at the end.
+        claims = self._claims.of(statements)
         rows = execute_together(
-            connection, [(self._turn, {"d_id": params["d_id"]}), (self._claim, params)])
+            connection, [(claims.turn, {"d_id": params["d_id"]}), (claims.take, params)])
         return rows[0] if rows else None
 
-    def record(self, connection, params: dict, is_failure: bool):
-        statement = self._record_failure if is_failure else self._record_success
+    def record(self, connection, params: dict, is_failure: bool,
+               statements: RecordStatements):
+        records = self._records.of(statements)
+        statement = records.failure if is_failure else records.success
         # A success is this one statement, committed on its own on the attempt engine; a
         # failure opens a transaction, as it may pause the subscription after it (record()).
         ((moved, failures, *released),) = execute_together(
             connection, [(statement, params)], begin=is_failure)
         if not moved:
             return None
-        return failures, _dispatches(*released)
+        return failures, _released(*released)
 
-    def claim_many(self, connection, items: list[dict]) -> list:
+    def claim_many(self, connection, items: list[dict], statements: ClaimStatements) -> list:
         return [row if row[0] is not None else None  # subscription_id: None if not taken
-                for row in self._claims.run(connection, items)]
+                for row in self._claims.of(statements).batch.run(connection, items)]
 
-    def record_many(self, connection, items: list[dict]) -> list:
+    def record_many(self, connection, items: list[dict], statements: RecordStatements) -> list:
         # Each subscription's rows (its counters, its waiting deliveries) are taken in one
         # order by every batch: by subscription, then delivery.
         order = sorted(range(len(items)), key=lambda i: (items[i]["sub_id"], items[i]["d_id"]))
-        rows = self._records.run(connection, [items[i] for i in order])
+        rows = self._records.of(statements).batch.run(connection, [items[i] for i in order])
         answers: list = [None] * len(items)
         for i, (moved, _, *released) in zip(order, rows):
             if moved:
-                answers[i] = _dispatches(*released)
+                answers[i] = _released(*released)
         return answers
 
     def insert_event_once(self):
@@ -267,6 +267,3 @@ class PostgreSQLBackend(Backend):
 
     def limit_statement_time(self, connection, milliseconds: int) -> None:
         connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(milliseconds)}")
-
-    def in_autocommit(self, connection) -> bool:
-        return connection.connection.dbapi_connection.autocommit

@@ -12,20 +12,49 @@ from __future__ import annotations
 from sqlalchemy import bindparam, func, insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
-from webhooks.storage.backends import Backend, always_alone, claim_row_with
+from webhooks.states import FINISHED
+from webhooks.storage.backends.base import (Backend, Built, ClaimStatements, RecordStatements,
+                                            always_alone, claim_row_with)
+from webhooks.storage.models import Event
 
 __all__ = ["SQLiteBackend"]
 
 
-def _successor(connection, params: dict) -> list[tuple[str, int]]:
-    """The next delivery of a keyed one that finished, released behind it (ordering.py)."""
-    from webhooks.lifecycle import ordering
-    from webhooks.lifecycle.states import FINISHED
+class _Claims:
+    """The claim's statements as SQLite runs them: the take, then the loads."""
 
+    def __init__(self, statements: ClaimStatements):
+        self.take = statements.take.returning(*statements.taken)
+        self.load = (select(*statements.loaded)
+                     .select_from(statements.events.join(
+                         statements.subscriptions,
+                         statements.subscriptions.c.id == bindparam("sub")))
+                     .where(statements.events.c.id == bindparam("event")))
+        self.turn_away = statements.turn_away
+
+
+class _Records:
+    """The record's statements as SQLite runs them, one by one."""
+
+    def __init__(self, statements: RecordStatements):
+        self.move = statements.move
+        self.insert_attempt = insert(statements.attempts).values(
+            delivery_id=bindparam("d_id"), **statements.attempt_values)
+        self.count_failure = statements.count_failure.returning(
+            statements.subscriptions.c.consecutive_failures)
+        self.count_success = statements.count_success
+        self.release = statements.release(False)  # BEGIN IMMEDIATE serialises
+        self.release_successor = statements.release_successor
+        self.count_attempt = statements.count_attempt
+
+
+def _successor(connection, records: _Records, params: dict) -> list[tuple[str, int]]:
+    """The next delivery of a keyed one that finished, released behind it (ordering.py),
+    if it is due now (it needs a message)."""
     if params["okey"] is None or params["new_status"] not in FINISHED:
         return []
-    return ordering.release_successor(connection, params["sub_id"], params["okey"],
-                                      params["kseq"], params["now"])
+    return records.release_successor(connection, params["sub_id"], params["okey"],
+                                     params["kseq"], params["now"])
 
 
 class SQLiteBackend(Backend):
@@ -33,68 +62,54 @@ class SQLiteBackend(Backend):
     emits_in_one_statement = False
 
     def __init__(self):
-        from webhooks.lifecycle import claim, record
-        from webhooks.storage.models import Event
-
-        self._take = claim._TAKE.returning(*claim._TAKEN)
-        self._load = (select(*claim._LOADED)
-                      .select_from(claim.events.join(claim.subscriptions,
-                                                     claim.subscriptions.c.id == bindparam("sub")))
-                      .where(claim.events.c.id == bindparam("event")))
-        self._insert_attempt = insert(record.attempts).values(
-            delivery_id=bindparam("d_id"), **record._ATTEMPT)
-        self._release = record._release(locking=False)  # BEGIN IMMEDIATE serialises
+        self._claims, self._records = Built(_Claims), Built(_Records)
         events = Event.__table__
         self._insert_event_once = (
             sqlite_insert(events)
             .on_conflict_do_nothing(index_elements=["account_id", "idempotency_key"])
             .returning(events.c.id))
 
-    def claim(self, connection, params: dict):
-        taken = connection.execute(self._take, params).first()
+    def claim(self, connection, params: dict, statements: ClaimStatements):
+        claims = self._claims.of(statements)
+        taken = connection.execute(claims.take, params).first()
         if taken is None:
             return None
         loaded = connection.execute(
-            self._load,
+            claims.load,
             {"sub": taken.subscription_id, "event": taken.event_id, "now": params["now"]}).one()
         return (*taken, *loaded)
 
-    def record(self, connection, params: dict, is_failure: bool):
-        from webhooks.broker.outbox import Dispatch
-        from webhooks.lifecycle import record
-        from webhooks.storage import rollup
-
-        if connection.execute(record._MOVE, params).rowcount != 1:
+    def record(self, connection, params: dict, is_failure: bool,
+               statements: RecordStatements):
+        records = self._records.of(statements)
+        if connection.execute(records.move, params).rowcount != 1:
             return None
-        connection.execute(self._insert_attempt, params)
-        rollup.count_attempt(connection, delivery_id=params["d_id"],
+        connection.execute(records.insert_attempt, params)
+        records.count_attempt(connection, delivery_id=params["d_id"],
                              subscription_id=params["sub_id"], started_at=params["t_started"],
                              outcome=params["result"], duration_ms=params["t_duration"])
         if is_failure:
-            failures = connection.execute(
-                record._COUNT_FAILURE.returning(record.subscriptions.c.consecutive_failures),
-                params).scalar_one()
+            failures = connection.execute(records.count_failure, params).scalar_one()
         else:
-            connection.execute(record._COUNT_SUCCESS, params)
+            connection.execute(records.count_success, params)
             failures = None
-        released = connection.execute(self._release, params).all()
-        return failures, [Dispatch(delivery_id, count)
-                          for delivery_id, count in [*released, *_successor(connection, params)]]
+        released = connection.execute(records.release, params).all()
+        return failures, [(delivery_id, count) for delivery_id, count in
+                          [*released, *_successor(connection, records, params)]]
 
-    def claim_many(self, connection, items: list[dict]) -> list:
+    def claim_many(self, connection, items: list[dict], statements: ClaimStatements) -> list:
         # One by one, in the caller's transaction (BEGIN IMMEDIATE: one writer at a time).
-        from webhooks.lifecycle import claim
-
+        turn_away = self._claims.of(statements).turn_away
         rows = []
         for params in items:
-            row = self.claim(connection, params)
+            row = self.claim(connection, params, statements)
             if row is None:
-                connection.execute(claim._TURN_AWAY, params)
+                connection.execute(turn_away, params)
             rows.append(row)
         return rows
 
-    def record_many(self, connection, items: list[dict]) -> list:
-        moved = [self.record(connection, params, False) for params in items]
+    def record_many(self, connection, items: list[dict], statements: RecordStatements) -> list:
+        moved = [self.record(connection, params, False, statements) for params in items]
         return [None if one is None else one[1] for one in moved]
 
     def insert_event_once(self):
@@ -130,6 +145,3 @@ class SQLiteBackend(Backend):
 
     def limit_statement_time(self, connection, milliseconds: int) -> None:
         return None  # no statement time-out on SQLite
-
-    def in_autocommit(self, connection) -> bool:
-        return False

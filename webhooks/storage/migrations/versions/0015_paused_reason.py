@@ -2,7 +2,7 @@
 
 - ``subscriptions.paused_reason``: ``failures`` (the pause rule), ``manual``
   (its owner paused it) or ``gone`` (the endpoint answered 410); null while
-  active (webhooks/lifecycle/states.py, ``PauseReason``). Subscriptions paused
+  active (webhooks/states.py, ``PauseReason``). Subscriptions paused
   before this revision were paused by the only rule there was, so they get
   ``failures``. A nullable column: workers of the revision before pause without
   a reason, which the API shows as null until the subscription is resumed.

@@ -1,7 +1,8 @@
 """Add, list, resume and remove the operational endpoints (``webhooks operational ...``).
 
-An endpoint is a subscription of the operator account (operator.py) to some of
-the four operational types (catalogue.py), every one if none is named. Its URL
+A use case of the CLI (services layer): an endpoint is a subscription of the
+operator account (operational/operator.py) to some of the four operational
+types (operational/catalogue.py), every one if none is named. Its URL
 is judged by the rule subscription URLs are (sender/target_urls.py: well-formed http(s),
 no private address unless WEBHOOKS_ALLOW_PRIVATE_TARGETS); a refused URL or an
 unknown type changes nothing. Each endpoint may have at most
@@ -18,11 +19,14 @@ from sqlalchemy.orm import Session
 from webhooks.config import get_settings
 from webhooks.errors import NotFound, WebhooksError
 from webhooks.lifecycle import changes
-from webhooks.lifecycle.states import PUBLIC_STATUSES, SubscriptionStatus, public_status
 from webhooks.operational.catalogue import OPERATIONAL_TYPES, unknown_types
-from webhooks.operational.operator import OPERATOR_ACCOUNT_ID, operator_account
-from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.operational.operator import operator_account
+from webhooks.reserved import OPERATOR_ACCOUNT_ID
 from webhooks.sender.target_urls import target_refusal, url_problem
+from webhooks.services.pausing import resume as resume_subscription
+from webhooks.services.subscriptions import owned
+from webhooks.states import PUBLIC_STATUSES, SubscriptionStatus, public_status
+from webhooks.storage.models import Delivery, Subscription, utcnow
 
 __all__ = ["InvalidEndpoint", "add", "listing", "resume", "remove", "parse_types"]
 
@@ -105,8 +109,6 @@ def listing(session: Session) -> list[dict]:
 
 def _endpoint(session: Session, endpoint_id: str) -> Subscription:
     """The live operational endpoint ``endpoint_id``; NotFound otherwise."""
-    from webhooks.services.subscriptions import owned
-
     endpoint = owned(session, OPERATOR_ACCOUNT_ID, endpoint_id)
     if endpoint is None:
         raise NotFound(f"no operational endpoint {endpoint_id}: `webhooks operational list` "
@@ -116,8 +118,6 @@ def _endpoint(session: Session, endpoint_id: str) -> Subscription:
 
 def resume(session: Session, endpoint_id: str) -> int:
     """Resume an endpoint the pause rule paused; returns how many notices it released."""
-    from webhooks.services.pausing import resume as resume_subscription
-
     endpoint = _endpoint(session, endpoint_id)
     if endpoint.status != SubscriptionStatus.PAUSED.value:
         return 0

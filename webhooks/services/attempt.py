@@ -1,11 +1,13 @@
 """Run one delivery attempt: claim, send, decide, record, publish.
 
-This is the orchestration a worker task calls; it owns two short
-transactions per attempt (claim.py, record.py) and holds none while the POST
-is in flight. Claims, and records of plain successes, that the process's
-threads make at the same moment share their statement and commit
-(group_commit.py); each still gets what it would get alone. What happens next is decided in ``policy.next_step``; the POST
-itself is in webhooks/sender/post.py.
+This is the orchestration a worker task calls, a service: it uses the rules
+below it (lifecycle/), the sender and the broker beside each other. It owns
+two short transactions per attempt (lifecycle/claim.py, lifecycle/record.py)
+and holds none while the POST is in flight. Claims, and records of plain
+successes, that the process's threads make at the same moment share their
+statement and commit (lifecycle/group_commit.py); each still gets what it
+would get alone. What happens next is decided in ``policy.next_step``; the
+POST itself is in webhooks/sender/post.py.
 """
 
 from __future__ import annotations
@@ -23,15 +25,13 @@ from webhooks.broker.outbox import publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.config.egress import EgressProxy
 from webhooks.events.envelope import MODE
-from webhooks.lifecycle import adaptive_pace, pacing
-from webhooks.lifecycle import policy
-from webhooks.lifecycle import group_commit
+from webhooks.lifecycle import adaptive_pace, group_commit, pacing, policy
 from webhooks.lifecycle.claim import Caps, Claim, claim, claim_many
 from webhooks.lifecycle.failure_kinds import internal_error
 from webhooks.lifecycle.record import Recorded, groups, record, record_many
+from webhooks.lifecycle.retry_after import retry_after_seconds
 from webhooks.sender.post import (LOCATION_LIMIT, AttemptResult, HttpSender, ReceiverCredentials,
                                   Sender)
-from webhooks.sender.retry_after import retry_after_seconds
 from webhooks.signing import key_id, public_key_of, sign, standard_headers
 from webhooks.storage import clock
 from webhooks.storage.db import attempt_transaction, get_attempt_engine

@@ -45,7 +45,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle import transitions
-from webhooks.lifecycle.states import DeliveryStatus, SubscriptionStatus, waiting
+from webhooks.states import DeliveryStatus, SubscriptionStatus, waiting
 from webhooks.storage.batched import BatchedStatement, Body
 from webhooks.storage.models import Account, Delivery, Event, Subscription, UTCDateTime
 from webhooks.storage.prepared import PreparedStatement, execute_together
