@@ -113,7 +113,7 @@ beat_schedule = {
         "schedule": SlotSchedule(_settings.sweep_interval),
     }
 }
-if _settings.retention_days:
+if _settings.retention_days or _settings.audit_retention_days:
     # Retention (webhooks/lifecycle/retention.py): a few seconds of small batches per interval.
     beat_schedule["webhooks-purge"] = {
         "task": PURGE_TASK,

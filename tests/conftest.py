@@ -19,7 +19,7 @@ from sqlalchemy import text  # noqa: E402
 from tests.support import services  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
 
-TABLES = "notice_budgets, oauth2_tokens, scheduled_runs, portal_links, dashboard_sessions, ordering_keys, waiting_counts, attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
+TABLES = "audit_log, publishers, notice_budgets, oauth2_tokens, scheduled_runs, portal_links, dashboard_sessions, ordering_keys, waiting_counts, attempt_totals, attempt_hours, attempts, deliveries, events, subscriptions, accounts"
 
 # The tiers (README, "Tests"): `--tier fast` keeps the tests that need no server:
 # no PostgreSQL, no Redis, no worker process, no command run as a process of

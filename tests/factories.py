@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription, new_id, utcnow
+from webhooks.services.audit import Actor
 from webhooks.tenants.accounts import create_account
+
+#: Who the tests' direct calls of the use cases act as, in the audit log.
+AUDIT_ACTOR = Actor.cli("tests")
 
 
 def make_account(name: str = "acme") -> tuple[str, str]:

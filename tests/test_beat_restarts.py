@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert, select
 
-from tests.factories import make_account, make_subscription
+from tests.factories import AUDIT_ACTOR, make_account, make_subscription
 from tests.support.services import PG_URL, REDIS_URL
 from tests.support.stack import use_env, wait_until
 from tests.support.worker import BeatProcess, WorkerProcess, empty_broker
@@ -38,6 +38,7 @@ ENV = {
     "WEBHOOKS_BROKER_URL": REDIS_URL,
     "WEBHOOKS_SWEEP_INTERVAL": str(INTERVAL_S),
     "WEBHOOKS_RETENTION_DAYS": "0",  # the sweep alone on the schedule
+    "WEBHOOKS_AUDIT_RETENTION_DAYS": "0",
     "WEBHOOKS_ALLOW_PRIVATE_TARGETS": "true",  # the receiver is on 127.0.0.1
 }
 RAN = re.compile(r"webhooks\.sweep: run (\S+) has slot (\S+)\"")
@@ -165,7 +166,8 @@ def test_a_resumes_sweep_runs_while_the_beats_slots_are_taken(stack, receiver):
                 refused=0))
     claimed = table()
     with session_scope() as session:
-        assert pausing.resume(session, session.get(Subscription, subscription.id)) == 1
+        assert pausing.resume(session, session.get(Subscription, subscription.id),
+                              actor=AUDIT_ACTOR) == 1
     wait_until(lambda: receiver.received("/hook"), 30, what="the released delivery")
     assert receiver.received("/hook")[0].headers["X-Service-Event-Id"] == emitted.id
     assert table() == claimed  # the resume's sweep claimed and was refused nothing

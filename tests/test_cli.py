@@ -195,3 +195,22 @@ def test_options_lists_every_declared_option_without_a_database(tmp_path):
     terms = [line for line in result.stdout.splitlines() if line.startswith("`")]
     assert terms == [f"`{option.name}`" for option in OPTIONS]
     assert not (tmp_path / "webhooks-data").exists(), "a listing touches no database"
+
+
+def test_publishers_create_list_revoke_and_accounts_list(folder):
+    made = run("publishers", "create", "product", cwd=folder)
+    assert made.returncode == 0, made.stderr
+    publisher = json.loads(made.stdout)
+    assert set(publisher) == {"id", "name", "key"} and publisher["key"].startswith("whpub_")
+    listed = json.loads(run("publishers", "list", cwd=folder).stdout)["data"]
+    assert [(p["id"], p["name"], p["last_used_at"]) for p in listed] == [
+        (publisher["id"], "product", None)]
+    assert publisher["key"] not in run("publishers", "list", cwd=folder).stdout
+    revoked = run("publishers", "revoke", publisher["id"], cwd=folder)
+    assert revoked.returncode == 0, revoked.stderr
+    assert json.loads(run("publishers", "list", cwd=folder).stdout) == {"data": []}
+    again = run("publishers", "revoke", publisher["id"], cwd=folder)
+    assert again.returncode == 2 and "error:" in again.stderr
+    account = json.loads(run("accounts", "create", "Acme", cwd=folder).stdout)
+    accounts = json.loads(run("accounts", "list", cwd=folder).stdout)["data"]
+    assert [(a["id"], a["name"]) for a in accounts] == [(account["id"], "Acme")]

@@ -12,7 +12,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from tests.factories import make_account, make_subscription
+from tests.factories import AUDIT_ACTOR, make_account, make_subscription
 from webhooks.config import reset_settings_cache
 from webhooks.lifecycle.sweep import sweep
 from webhooks.operational.budget import earliest, spent
@@ -36,7 +36,7 @@ def operator(any_db, published, monkeypatch):
     reset_settings_cache()
     with session_scope() as session:
         endpoints.add(session, "http://127.0.0.1:9/ops",
-                      ["subscription.paused", "subscription.resumed"])
+                      ["subscription.paused", "subscription.resumed"], actor=AUDIT_ACTOR)
     return published
 
 
@@ -46,12 +46,12 @@ def subscription_of(account_id: str) -> str:
 
 def pause(subscription_id: str) -> None:
     with session_scope() as session:
-        assert pausing.pause(session, session.get(Subscription, subscription_id))
+        assert pausing.pause(session, session.get(Subscription, subscription_id), actor=AUDIT_ACTOR)
 
 
 def resume(subscription_id: str) -> None:
     with session_scope() as session:
-        pausing.resume(session, session.get(Subscription, subscription_id))
+        pausing.resume(session, session.get(Subscription, subscription_id), actor=AUDIT_ACTOR)
 
 
 def notices() -> list[dict]:

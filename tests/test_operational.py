@@ -14,7 +14,7 @@ import time
 import pytest
 from sqlalchemy import text
 
-from tests.factories import make_subscription
+from tests.factories import AUDIT_ACTOR, make_subscription
 from tests.operational_helpers import add_endpoint, cli, notices, operator_deliveries, operator_events
 from tests.support.pipeline import delivery_status, pipeline_env, worker_fixtures
 from tests.support.stack import wait_until
@@ -88,7 +88,7 @@ def test_a_pause_by_failures_and_the_resume_each_send_their_notice(account, rece
 
     receiver.script("/customer", 200)
     with session_scope() as session:
-        pausing.resume(session, session.get(Subscription, subscription.id))
+        pausing.resume(session, session.get(Subscription, subscription.id), actor=AUDIT_ACTOR)
     resumed = notices(receiver.wait_for(2, "/ops"), endpoint["secret"])[1]
     assert resumed["type"] == "subscription.resumed"
     assert set(resumed["data"]) == {"account_id", "subscription_id", "resumed_at", "suppressed"}
@@ -106,7 +106,7 @@ def test_a_rolled_back_change_sends_nothing(account, receiver):
 
     # A resume whose transaction rolls back: the notice was stored in it, and goes with it.
     with session_scope() as session:
-        pausing.resume(session, session.get(Subscription, subscription.id))
+        pausing.resume(session, session.get(Subscription, subscription.id), actor=AUDIT_ACTOR)
         assert session.execute(text("SELECT count(*) FROM events")).scalar() == 1
         session.rollback()
     # A delivery's end whose record rolls back (the connection of lifecycle/record.py).
@@ -121,7 +121,7 @@ def test_a_rolled_back_change_sends_nothing(account, receiver):
 
     # The same resume, committed, sends exactly its one notice.
     with session_scope() as session:
-        pausing.resume(session, session.get(Subscription, subscription.id))
+        pausing.resume(session, session.get(Subscription, subscription.id), actor=AUDIT_ACTOR)
     [notice] = notices(receiver.wait_for(1, "/ops"), endpoint["secret"])
     assert notice["type"] == "subscription.resumed"
     time.sleep(2)  # nothing else may arrive

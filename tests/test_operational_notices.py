@@ -8,7 +8,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from tests.factories import make_account, make_subscription
+from tests.factories import AUDIT_ACTOR, make_account, make_subscription
 from webhooks.operational.notices import notify_delivery_ended, notify_paused, notify_resumed
 from webhooks.reserved import OPERATOR_ACCOUNT_ID
 from webhooks.services import operational_endpoints as endpoints
@@ -28,7 +28,7 @@ def stored(any_db, published, monkeypatch):
 
 def add(url: str, types: list[str]):
     with session_scope() as session:
-        return endpoints.add(session, url, types).id
+        return endpoints.add(session, url, types, actor=AUDIT_ACTOR).id
 
 
 def notices_stored() -> list[tuple[str, dict, str]]:
@@ -158,9 +158,10 @@ def test_a_pause_by_hand_is_reported_with_the_reason_manual(stored):
     account_id, _ = make_account()
     subscription_id = make_subscription(account_id, "http://127.0.0.1:9/customer").id
     with session_scope() as session:
-        assert pausing.pause(session, session.get(Subscription, subscription_id))
+        assert pausing.pause(session, session.get(Subscription, subscription_id), actor=AUDIT_ACTOR)
     with session_scope() as session:  # already paused: nothing changes, nothing is reported
-        assert not pausing.pause(session, session.get(Subscription, subscription_id))
+        assert not pausing.pause(session, session.get(Subscription, subscription_id),
+                                 actor=AUDIT_ACTOR)
     assert _paused_reasons() == ["manual"]
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select, update
 
-from tests.factories import make_account, make_subscription
+from tests.factories import AUDIT_ACTOR, make_account, make_subscription
 from webhooks import states
 from webhooks.emit import emit_event, emit_events
 from webhooks.errors import InvalidEvent
@@ -123,7 +123,8 @@ def test_a_pause_keeps_the_order_and_a_resume_lets_the_claim_check_it_again(acco
     with session_scope() as session:
         from webhooks.services import pausing
 
-        pausing.resume(session, session.get(type(subscription), subscription.id))
+        pausing.resume(session, session.get(type(subscription), subscription.id),
+                       actor=AUDIT_ACTOR)
     assert claim(second) is None  # first is pending again: second still waits
     assert claim(first) is not None
 

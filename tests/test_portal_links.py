@@ -8,6 +8,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
+from tests.factories import AUDIT_ACTOR
 from webhooks.tenants.accounts import create_account
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import PortalLink, utcnow
@@ -23,7 +24,7 @@ def account_id(any_db):
 
 def _create(account_id: str, now: dt.datetime, expires_in: int = 600, **kwargs) -> str:
     with session_scope() as session:
-        token, _ = create_link(session, account_id, now, expires_in, **kwargs)
+        token, _ = create_link(session, account_id, now, expires_in, actor=AUDIT_ACTOR, **kwargs)
     return token
 
 
@@ -61,7 +62,7 @@ def test_what_names_no_link_opens_nothing(account_id, token):
 @pytest.mark.parametrize("expires_in", [59, 86401, 0, -1, 60.0, True, "600"])
 def test_create_refuses_an_expiry_outside_the_contract_s_range(account_id, expires_in):
     with session_scope() as session, pytest.raises(ValueError, match="expires_in"):
-        create_link(session, account_id, utcnow(), expires_in)
+        create_link(session, account_id, utcnow(), expires_in, actor=AUDIT_ACTOR)
 
 
 def test_spent_links_are_deleted_oldest_first_in_bounded_batches(account_id):

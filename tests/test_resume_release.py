@@ -12,7 +12,7 @@ import datetime as dt
 import pytest
 from sqlalchemy import select
 
-from tests.factories import make_account, make_subscription
+from tests.factories import AUDIT_ACTOR, make_account, make_subscription
 from webhooks.config import reset_settings_cache
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
@@ -44,12 +44,12 @@ def held_subscription(account_id: str, deliveries: int) -> tuple[str, list[str]]
 
 def resume(subscription_id: str) -> int:
     with session_scope() as session:
-        return pausing.resume(session, session.get(Subscription, subscription_id))
+        return pausing.resume(session, session.get(Subscription, subscription_id), actor=AUDIT_ACTOR)
 
 
 def pause(subscription_id: str) -> None:
     with session_scope() as session:
-        pausing.pause(session, session.get(Subscription, subscription_id))
+        pausing.pause(session, session.get(Subscription, subscription_id), actor=AUDIT_ACTOR)
 
 
 def sent(broker) -> list[str]:

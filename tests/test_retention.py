@@ -191,7 +191,8 @@ def test_the_scheduler_purges_only_while_retention_is_on(tmp_path, days, schedul
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     script = ("import celeryconfig, json; "
               "print(json.dumps(celeryconfig.beat_schedule, default=lambda every: every.seconds))")
-    env = {**os.environ, "WEBHOOKS_RETENTION_DAYS": days, "WEBHOOKS_PURGE_INTERVAL": "120",
+    env = {**os.environ, "WEBHOOKS_RETENTION_DAYS": days, "WEBHOOKS_AUDIT_RETENTION_DAYS": days,
+           "WEBHOOKS_PURGE_INTERVAL": "120",
            "WEBHOOKS_DATA_DIR": str(tmp_path)}
     out = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True,
                          text=True, check=True, timeout=60)

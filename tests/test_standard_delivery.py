@@ -10,7 +10,7 @@ import json
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from tests.factories import make_subscription
+from tests.factories import AUDIT_ACTOR, make_subscription
 from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
 from tests.support.stack import wait_until
 from webhooks import emit_event
@@ -105,7 +105,7 @@ def test_a_scheme_changed_by_patch_signs_the_next_delivery(account, receiver):
     assert "webhook-signature" not in service.headers
     with session_scope() as session:
         row = session.get(Subscription, subscription.id)
-        assert subscriptions.change_scheme(session, row, "standard")
+        assert subscriptions.change_scheme(session, row, "standard", actor=AUDIT_ACTOR)
         new_secret = row.secret
     emit_event(account, "email.sent", sample_data("email.sent"))
     standard = receiver.wait_for(2, "/switch")[1]

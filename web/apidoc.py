@@ -16,7 +16,10 @@ from typing import Callable
 
 from marshmallow import Schema
 
-__all__ = ["ApiDoc", "documented", "doc_of", "error_responses"]
+__all__ = ["ApiDoc", "PUBLISHER_SECURITY", "documented", "doc_of", "error_responses"]
+
+# The OpenAPI security scheme of the publisher API's routes (CONTRACT 10.7).
+PUBLISHER_SECURITY = "publisherKey"
 
 # A response schema: a marshmallow Schema class, the name of a component
 # registered by web.openapi (a str), or None for an empty body.
@@ -38,6 +41,9 @@ class ApiDoc:
     query_errors: bool = True
     # Headers of a success response: {status: {header name: description}}.
     headers: dict[int, dict[str, str]] = field(default_factory=dict)
+    # The security scheme of the route's key when it is not the account's API key
+    # (the publisher API's ``publisherKey``); its blueprint's name is its tag.
+    security: str | None = None
 
 
 def documented(
@@ -52,6 +58,7 @@ def documented(
     errors: dict[int, str] | None = None,
     query_errors: bool = True,
     headers: dict[int, dict[str, str]] | None = None,
+    security: str | None = None,
 ) -> Callable:
     """Attach an :class:`ApiDoc` to a view; ``errors`` maps extra statuses to their codes,
     ``headers`` a success status to the headers its answer carries (name: description)."""
@@ -60,7 +67,7 @@ def documented(
         view.api_doc = ApiDoc(
             summary=summary, responses=responses, description=description, body=body,
             body_required=body_required, query=query, public=public, errors=dict(errors or {}),
-            query_errors=query_errors, headers=dict(headers or {}),
+            query_errors=query_errors, headers=dict(headers or {}), security=security,
         )
         return view
 
@@ -85,14 +92,23 @@ def error_responses(doc: ApiDoc, has_path_id: bool) -> dict[int, str]:
         add(413, "`payload_too_large`: the body is over the size limit")
     if doc.query is not None and doc.query_errors:
         add(400, "`invalid_parameter`: a query parameter has a wrong value")
-    if not doc.public:
+    if doc.security is not None:
+        add(401, "`unauthorized`: no publisher key, or not a valid one (revoked)")
+        add(403, "`publisher_key_required`: an account's API key was sent")
+    elif not doc.public:
         add(401, "`unauthorized`: no API key, or not a valid one")
+        add(403, "`account_key_required`: a publisher key was sent; it acts on accounts "
+                 "through /api/webhooks/accounts, not as one")
     if has_path_id:
         add(404, "`not_found`: no such object among the caller's own")
     add(405, "`method_not_allowed`: the path does not support the request's method (not this "
              "operation's: another one); `Allow` lists the methods it supports")
-    add(429, "`rate_limited`: over WEBHOOKS_API_RATE_LIMIT (by default 100 per second) "
-             "for this API key's account, or for this address on a route without a key")
+    if doc.security is not None:
+        add(429, "`rate_limited`: over WEBHOOKS_PUBLISHER_RATE_LIMIT (by default 1,000 "
+                 "requests per second) for this publisher key")
+    else:
+        add(429, "`rate_limited`: over WEBHOOKS_API_RATE_LIMIT (by default 100 per second) "
+                 "for this API key's account, or for this address on a route without a key")
     for status, text in doc.errors.items():
         add(status, text)
     add(500, "`internal_error`: an unexpected failure; no details are given")

@@ -9,6 +9,7 @@ from webhooks.config import get_settings
 from webhooks.config.logs import configure_logging
 
 from . import access_log, body_limit, health, metrics, ratelimit, security, transaction
+from .api import publisher as publisher_api
 from .api import register_api
 from .dashboard import bp as dashboard_bp
 from .dashboard import register_dashboard
@@ -42,9 +43,10 @@ def create_app(config: dict | None = None) -> Flask:
     # First of the request hooks: an oversized body is refused before a key is looked up.
     body_limit.init_app(app)
     transaction.init_app(app)
-    # Per-tenant request limits (429 over them); probes and scrapes are never limited.
+    # Per-tenant request limits (429 over them); probes and scrapes are never limited, and
+    # the publisher API counts per publisher key (WEBHOOKS_PUBLISHER_RATE_LIMIT) instead.
     ratelimit.init_app(
-        app, settings, exempt=(health.bp, metrics.bp),
+        app, settings, exempt=(health.bp, metrics.bp, publisher_api.bp),
         signed_in={dashboard_bp.name: signed_in_account_id},
     )
     register_error_handlers(app)

@@ -13,7 +13,7 @@ import math
 import re
 import time
 
-from flask import Flask, Response, current_app, jsonify
+from flask import Flask, Response, current_app, has_request_context, jsonify, request
 from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
@@ -104,7 +104,8 @@ def _http_error(error: HTTPException) -> Response:
         return _internal_error(error)
     code = _CODE_FOR_STATUS.get(status) or _snake(error.name or "error")
     if status == 413:
-        limit = current_app.config.get("MAX_CONTENT_LENGTH")
+        limit = (request.max_content_length if has_request_context()
+                 else current_app.config.get("MAX_CONTENT_LENGTH"))
         message = f"The request body is larger than the {limit} bytes this API accepts."
     else:
         message = _sentence(_MESSAGE_FOR_STATUS.get(status) or error.description or error.name)

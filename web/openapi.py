@@ -24,7 +24,7 @@ from webhooks.events.json_schemas import data_schemas
 from webhooks.events.schemas import CanonicalUUID, Timestamp
 
 from .api.prefix import API_PREFIX
-from .apidoc import ApiDoc, doc_of, error_responses
+from .apidoc import PUBLISHER_SECURITY, ApiDoc, doc_of, error_responses
 from .schemas import ENVELOPE_SCHEMAS, ErrorSchema
 
 __all__ = ["build_openapi", "openapi_document"]
@@ -106,6 +106,10 @@ def build_openapi(app: Flask) -> dict:
     spec.components.security_scheme(
         "bearerAuth", {"type": "http", "scheme": "bearer", "description": "the account's API key"}
     )
+    spec.components.security_scheme(
+        PUBLISHER_SECURITY, {"type": "http", "scheme": "bearer", "description":
+                             "a publisher key (`whpub_…`, `webhooks publishers create`): the "
+                             "operator's credential for the publisher API, never an account's"})
     spec.components.schema("Error", schema=ErrorSchema)
     _add_envelope_components(spec)
 
@@ -233,6 +237,8 @@ def _operation(doc: ApiDoc, endpoint: str, arguments: list[str]) -> dict:
         operation["requestBody"] = {"required": doc.body_required, "content": _json(doc.body)}
     if doc.public:
         operation["security"] = []
+    elif doc.security is not None:
+        operation["security"] = [{doc.security: []}]
     return operation
 
 

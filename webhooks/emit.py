@@ -93,7 +93,8 @@ _TARGETS = (
             & subscriptions_table.c.deleted_at.is_(None),
         )
     )
-    .where(accounts_table.c.id == bindparam("account_id"))
+    .where(accounts_table.c.id == bindparam("account_id"),
+           accounts_table.c.deleted_at.is_(None))  # a deleted account takes no event
 )
 _INSERT_EVENT = insert(events_table)
 _INSERT_DELIVERIES = transitions.insert_deliveries

@@ -56,5 +56,6 @@ def purge(self, slot: str | None = None) -> None:
     """Apply retention for at most WEBHOOKS_PURGE_SECONDS (webhooks.lifecycle.retention)."""
     settings = get_settings()
     run_scheduled(get_engine(), retention_days=settings.retention_days,
+                  audit_retention_days=settings.audit_retention_days,
                   batch=settings.purge_batch, seconds=settings.purge_seconds,
                   slot=Slot.sent(PURGE_TASK, slot, self.request.id, settings.purge_interval))

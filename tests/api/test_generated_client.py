@@ -27,6 +27,7 @@ from tests.support import services
 from tests.support.live_app import serving_app
 from tests.support.worker import WorkerProcess
 from webhooks.signing import verify
+from webhooks.storage.db import session_scope
 
 from tests.dashboard.test_browser import ENV
 
@@ -173,3 +174,68 @@ def test_the_generated_client_runs_the_readme_walkthrough(
     assert cancelled.status_code == 200
     refused = subscriptions_cancel_staged_secret.sync_detailed(subscription.id, client=client)
     assert refused.status_code == 409 and refused.parsed.error.code == "nothing_staged"
+
+
+def test_the_generated_client_drives_the_publisher_api(generated_client, live_app, receiver,
+                                                       worker):
+    """Issue 38: the publisher routes, under their own tag and security scheme, through the
+    generated client: an account is made, subscribed, sent an event and a batch (one of them
+    repeated under its idempotency key), its key rotated, and the account deleted."""
+    from webhooks.events.samples import sample_data
+    from webhooks.services import publishers
+    from webhooks_api_client import AuthenticatedClient
+    from webhooks_api_client.api.publisher import (
+        publisher_create,
+        publisher_delete,
+        publisher_emit,
+        publisher_emit_batch,
+        publisher_get,
+        publisher_list_all,
+        publisher_rotate_key,
+    )
+    from webhooks_api_client.api.subscriptions import subscriptions_create
+    from webhooks_api_client.models import (
+        AccountCreate,
+        EventBatch,
+        EventIn,
+        EventInData,
+        EventInType,
+        SubscriptionCreate,
+    )
+
+    with session_scope() as session:
+        _, key = publishers.create(session, "generated client")
+    client = AuthenticatedClient(base_url=live_app, token=key, raise_on_unexpected_status=True)
+
+    made = publisher_create.sync_detailed(client=client, body=AccountCreate(name="Acme"))
+    assert made.status_code == 201 and made.parsed.api_key.startswith("whk_")
+    account = made.parsed
+    customer = AuthenticatedClient(base_url=live_app, token=account.api_key,
+                                   raise_on_unexpected_status=True)
+    subscription = subscriptions_create.sync(
+        client=customer, body=SubscriptionCreate(url=receiver.url("/publisher")))
+
+    def event(key=None):
+        return EventIn(type_=EventInType.EMAIL_SENT,
+                       data=EventInData.from_dict(sample_data("email.sent")),
+                       **({"idempotency_key": key} if key else {}))
+
+    first = publisher_emit.sync_detailed(account.id, client=client, body=event("order-1"))
+    assert first.status_code == 202 and first.parsed.deliveries == 1
+    again = publisher_emit.sync_detailed(account.id, client=client, body=event("order-1"))
+    assert again.status_code == 200
+    assert (again.parsed.event_id, again.parsed.deliveries) == (first.parsed.event_id, 0)
+    batch = publisher_emit_batch.sync(account.id, client=client,
+                                      body=EventBatch(events=[event(), event()]))
+    assert len(batch.event_ids) == 2
+    _until(lambda: len(receiver.received("/publisher")) == 3, f"3 deliveries\n{worker.log()}")
+    for arrived in receiver.received("/publisher"):
+        verify(subscription.secret, arrived.body, arrived.headers["X-Service-Signature"])
+
+    assert publisher_get.sync(account.id, client=client).subscriptions == 1
+    assert [a.id for a in publisher_list_all.sync(client=client).data] == [account.id]
+    rotated = publisher_rotate_key.sync(account.id, client=client)
+    assert rotated.api_key != account.api_key
+    assert publisher_delete.sync_detailed(account.id, client=client).status_code == 204
+    gone = publisher_get.sync_detailed(account.id, client=client)
+    assert gone.status_code == 404

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
+from tests.factories import AUDIT_ACTOR
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import DashboardSession, PortalLink, utcnow
 from webhooks.services.portal_links import create_link
@@ -16,7 +17,8 @@ COOKIE = "webhooks_session"
 def new_link(account_id: str, *, expires_in: int = 3600, read_only: bool = False) -> str:
     """A fresh link's token for ``account_id``."""
     with session_scope() as session:
-        token, _ = create_link(session, account_id, utcnow(), expires_in, read_only=read_only)
+        token, _ = create_link(session, account_id, utcnow(), expires_in, actor=AUDIT_ACTOR,
+                               read_only=read_only)
     return token
 
 

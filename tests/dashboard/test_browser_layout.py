@@ -23,10 +23,12 @@ import pytest
 from tests.dashboard.test_browser import CHROMIUM, CHROMIUM_ARGS, sync_playwright  # noqa: F401
 
 from tests.api.helpers import settle_publisher
+from tests.factories import AUDIT_ACTOR
 from tests.support.live_app import serving_app
 from webhooks.lifecycle import changes as store
+from webhooks.services import rotation
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Delivery, utcnow
+from webhooks.storage.models import Delivery, Subscription, utcnow
 
 from .rows import add_attempts, dead_delivery, emit, make_subscription, pause_subscription, set_delivery
 
@@ -129,6 +131,8 @@ def rows(db, redis_broker):
     settle_publisher()
     emit(account_id, "email.bounced")  # one to each subscription: held by the pause below
     pause_subscription(paused)
+    with session_scope() as session:  # an entry on the Activity page, long changes and all
+        rotation.rotate(session, session.get(Subscription, active), 3600, actor=AUDIT_ACTOR)
     return {"api_key": api_key, "active": active, "paused": paused, "dead": dead,
             "replayed": made["failed"]}
 
@@ -164,6 +168,7 @@ def pages(rows) -> dict[str, str]:
         "subscription": f"/dashboard/subscriptions/{rows['paused']}",
         "subscription-form": f"/dashboard/subscriptions/{rows['active']}/edit",
         "subscription-delete": f"/dashboard/subscriptions/{rows['active']}/delete",
+        "activity": "/dashboard/activity",
     }
 
 

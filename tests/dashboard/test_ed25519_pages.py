@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.factories import AUDIT_ACTOR
 from webhooks.config import reset_settings_cache
 from webhooks.services import subscriptions
 from webhooks.signing import key_id, public_key_of
@@ -23,7 +24,7 @@ ED25519 = "standard-ed25519"
 def _subscription(account_id: str) -> str:
     with session_scope() as session:
         return subscriptions.create(session, account_id, "https://hooks.example.com/in",
-                                    signature_scheme=ED25519).id
+                                    actor=AUDIT_ACTOR, signature_scheme=ED25519).id
 
 
 def _row(subscription_id: str) -> Subscription:
@@ -142,7 +143,7 @@ def test_an_hmac_subscription_shows_no_key_set(alice_client, alice, scheme):
     with session_scope() as session:
         subscription_id = subscriptions.create(session, alice.account_id,
                                                "https://hooks.example.com/in",
-                                               signature_scheme=scheme).id
+                                               actor=AUDIT_ACTOR, signature_scheme=scheme).id
     html = alice_client.get(_page(subscription_id)).get_data(as_text=True)
     assert "Signing secret" in html and 'id="key-set-url"' not in html
 
@@ -152,7 +153,7 @@ def test_header_values_of_a_key_pair_subscription_are_revealed_as_for_any(app, a
     with session_scope() as session:
         subscription_id = subscriptions.create(
             session, alice.account_id, "https://hooks.example.com/in", signature_scheme=ED25519,
-            headers={"Authorization": "Bearer receiver-token"}).id
+            actor=AUDIT_ACTOR, headers={"Authorization": "Bearer receiver-token"}).id
     page = _page(subscription_id)
     hidden = alice_client.get(page).get_data(as_text=True)
     assert "receiver-token" not in hidden and "Show header values</button>" in hidden

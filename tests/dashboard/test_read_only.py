@@ -99,7 +99,7 @@ def test_a_read_only_session_shows_every_page(read_only_client, account_rows):
     subscription_id, delivery_id = account_rows["subscription_id"], account_rows["delivery_id"]
     for path in ("/dashboard/", "/dashboard/subscriptions", "/dashboard/deliveries",
                  f"/dashboard/subscriptions/{subscription_id}",
-                 f"/dashboard/deliveries/{delivery_id}"):
+                 f"/dashboard/deliveries/{delivery_id}", "/dashboard/activity"):
         page = read_only_client.get(path)
         assert page.status_code == 200, path
         assert "Read-only" in page.get_data(as_text=True)
@@ -111,7 +111,8 @@ _ACTION = re.compile(r'<form method="post"[^>]*action="([^"]*)"|href="([^"]*/(?:
 def test_a_read_only_session_hides_every_action(read_only_client, alice_client, account_rows):
     subscription_id, delivery_id = account_rows["subscription_id"], account_rows["delivery_id"]
     pages = ("/dashboard/", "/dashboard/subscriptions",
-             f"/dashboard/subscriptions/{subscription_id}", f"/dashboard/deliveries/{delivery_id}")
+             f"/dashboard/subscriptions/{subscription_id}", f"/dashboard/deliveries/{delivery_id}",
+             "/dashboard/activity")
     full_actions = set()
     for path in pages:
         html = read_only_client.get(path).get_data(as_text=True)

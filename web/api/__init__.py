@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from flask import Flask
 
-from . import deliveries, events, openapi, portal_links, public_keys, subscriptions
+from . import (audit_log, deliveries, events, openapi, portal_links, public_keys, publisher,
+               subscriptions)
 from .prefix import API_PREFIX
 
 __all__ = ["API_PREFIX", "register_api"]
@@ -13,5 +14,5 @@ __all__ = ["API_PREFIX", "register_api"]
 def register_api(app: Flask) -> None:
     """Register every API blueprint on ``app``."""
     for blueprint in (events.bp, subscriptions.bp, deliveries.bp, portal_links.bp,
-                      public_keys.bp, openapi.bp):
+                      public_keys.bp, audit_log.bp, publisher.bp, openapi.bp):
         app.register_blueprint(blueprint)

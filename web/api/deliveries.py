@@ -13,7 +13,7 @@ from webhooks.services import replay as replay_service
 from webhooks.storage.models import Attempt, Delivery
 
 from ..apidoc import documented
-from ..auth import authenticate, current_account_id
+from ..auth import authenticate, current_account_id, current_actor
 from ..delivery_list import DeliveryFilters, delivery_page
 from ..errors import ApiError
 from ..params import load_query
@@ -100,6 +100,7 @@ def get(delivery_id: str) -> Response:
 def replay(delivery_id: str) -> Response:
     original = _own(delivery_id)
     # Conflict (409 not_replayable, naming the public status) unless failed or dead.
-    replayed = replay_service.replay(db_session(), original)  # published after commit
+    # Published after commit.
+    replayed = replay_service.replay(db_session(), original, actor=current_actor())
     location = url_for(".get", delivery_id=replayed.id)
     return json_response(_ONE, delivery_resource(replayed, []), 202, {"Location": location})

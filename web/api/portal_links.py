@@ -14,7 +14,7 @@ from webhooks.storage.models import utcnow
 from webhooks.services.portal_links import create_link
 
 from ..apidoc import documented
-from ..auth import authenticate, current_account_id
+from ..auth import authenticate, current_account_id, current_actor
 from ..params import load_optional_body
 from ..public_url import public_url_for
 from ..responses import json_response
@@ -53,5 +53,5 @@ def link_url(token: str) -> str:
 def create() -> Response:
     body = load_optional_body(PortalLinkCreateSchema())
     token, link = create_link(db_session(), current_account_id(), utcnow(), body["expires_in"],
-                              read_only=body["read_only"])
+                              actor=current_actor(), read_only=body["read_only"])
     return json_response(_LINK, {"url": link_url(token), "expires_at": link.expires_at}, 201)

@@ -16,7 +16,7 @@ from webhooks.services.reads import utcnow
 from webhooks.storage.models import Subscription
 
 from ..apidoc import documented
-from ..auth import authenticate, current_account_id
+from ..auth import authenticate, current_account_id, current_actor
 from ..errors import ApiError
 from ..pagination import keyset_page
 from ..params import (
@@ -136,6 +136,7 @@ def create() -> Response:
     check_target_allowed(body["url"])
     settings.update(subscriptions.credential_changes(body, None))
     subscription = subscriptions.create(db_session(), current_account_id(), body["url"],
+                                        actor=current_actor(),
                                         signature_scheme=body["signature_scheme"], **settings)
     location = url_for(".get", subscription_id=subscription.id)
     return _answer(_WITH_SECRET, subscription, 201, {"Location": location})
@@ -193,9 +194,8 @@ def update(subscription_id: str) -> Response:
         check_target_allowed(body["url"])
         changes["url"] = url_to_store(body["url"], subscription.url)
     changes.update(subscriptions.credential_changes(body, subscription))
-    subscriptions.change(db_session(), subscription, **changes)
-    if "signature_scheme" in body and subscriptions.change_scheme(
-            db_session(), subscription, body["signature_scheme"]):
+    if subscriptions.change(db_session(), subscription, actor=current_actor(),
+                            signature_scheme=body.get("signature_scheme"), **changes):
         return _answer(_WITH_SECRET, subscription)  # the new scheme's secret signs from now on
     return _answer(_PUBLIC, subscription)
 
@@ -209,7 +209,7 @@ def update(subscription_id: str) -> Response:
 )
 def delete(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
-    subscriptions.delete(db_session(), subscription)
+    subscriptions.delete(db_session(), subscription, actor=current_actor())
     return Response(status=204)
 
 
@@ -232,7 +232,7 @@ def delete(subscription_id: str) -> Response:
 def rotate_secret(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     body = load_optional_body(RotateSecretSchema())
-    rotation.rotate(db_session(), subscription, body.get("activate_in"))
+    rotation.rotate(db_session(), subscription, body.get("activate_in"), actor=current_actor())
     return _answer(_WITH_SECRET, subscription)
 
 
@@ -256,7 +256,7 @@ def _nothing_staged() -> ApiError:
 def activate_staged_secret(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     session = db_session()
-    if not rotation.activate_now(session, subscription):
+    if not rotation.activate_now(session, subscription, actor=current_actor()):
         raise _nothing_staged()
     session.refresh(subscription)
     return _answer(_WITH_SECRET, subscription)
@@ -273,7 +273,7 @@ def activate_staged_secret(subscription_id: str) -> Response:
 def cancel_staged_secret(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
     session = db_session()
-    if not rotation.cancel(session, subscription):
+    if not rotation.cancel(session, subscription, actor=current_actor()):
         raise _nothing_staged()
     session.refresh(subscription)
     return _answer(_PUBLIC, subscription)
@@ -299,7 +299,8 @@ def recover(subscription_id: str) -> Response:
     body = load_body(RecoverSchema())
     try:
         # Commits the request's session after each batch (only the key was read so far).
-        recovered = recovery.recover(db_session(), subscription, body["since"], body["until"])
+        recovered = recovery.recover(db_session(), subscription, body["since"], body["until"],
+                                     actor=current_actor())
     except InvalidWindow as error:
         raise ApiError(400, "invalid_window", f"The window is not valid: {error}.") from None
     return json_response(_RECOVERED, recovered, 202)
@@ -333,7 +334,7 @@ def send_test_event(subscription_id: str) -> Response:
 )
 def pause(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
-    pausing.pause(db_session(), subscription)
+    pausing.pause(db_session(), subscription, actor=current_actor())
     return _answer(_PUBLIC, subscription)
 
 
@@ -347,5 +348,5 @@ def pause(subscription_id: str) -> Response:
 )
 def resume(subscription_id: str) -> Response:
     subscription = _own(subscription_id)
-    pausing.resume(db_session(), subscription)  # what it released goes out after commit
+    pausing.resume(db_session(), subscription, actor=current_actor())  # what it released goes out after commit
     return _answer(_PUBLIC, subscription)

@@ -16,7 +16,7 @@ from flask import Flask
 from webhooks.config import get_settings
 
 from . import (  # noqa: F401  (routes)
-    views_deliveries, views_overview, views_portal, views_recover, views_rotation,
+    views_activity, views_deliveries, views_overview, views_portal, views_recover, views_rotation,
     views_subscriptions,
 )
 from .blueprint import bp, csrf

@@ -37,6 +37,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
 from webhooks.config.logs import mask_url_passwords
+from webhooks.services.audit import Actor
 from webhooks.storage.models import Account, utcnow
 
 from ..errors import rate_limit_exceeded
@@ -46,7 +47,7 @@ from .plain_http import plain_http_advice
 from .secrets_shown import view_shows_secrets
 from .url_breaks import breakable_url
 
-__all__ = ["bp", "csrf", "current_account", "signed_in_account_id", "start_session",
+__all__ = ["bp", "csrf", "current_account", "current_actor", "signed_in_account_id", "start_session",
            "end_session", "is_read_only", "allow_portal_framing", "safe_next",
            "PUBLIC_ENDPOINTS"]
 
@@ -76,6 +77,13 @@ _SECURITY_HEADERS = {
 def current_account() -> Account | None:
     """The signed-in account of this request, or None."""
     return g.get("dashboard_account")
+
+
+def current_actor() -> Actor:
+    """Who makes this request's changes, for the audit log: this dashboard session, or the
+    portal link's session (kind ``portal``), named by a reference to its stored digest."""
+    live = _live_session()
+    return Actor.session(live.id, portal=bool(session.get(portal.PORTAL_KEY)))
 
 
 def signed_in_account_id() -> str | None:

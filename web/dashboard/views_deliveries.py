@@ -15,7 +15,7 @@ from ..errors import ApiError
 from ..params import canonical_id
 from ..transaction import db_session, read_snapshot
 from . import queries
-from .blueprint import bp, current_account
+from .blueprint import bp, current_account, current_actor
 
 log = logging.getLogger("web.dashboard")
 
@@ -113,7 +113,7 @@ def delivery(delivery_id: str):
 def replay_delivery(delivery_id: str):
     original = _own(delivery_id)
     try:
-        replayed = replay_service.replay(db_session(), original)
+        replayed = replay_service.replay(db_session(), original, actor=current_actor())
     except Conflict as error:  # not failed or dead, or its subscription deleted: the message says
         flash(f"Not replayed: {error}.", "error")
         return redirect(url_for("dashboard.delivery", delivery_id=original.id))

@@ -12,7 +12,7 @@ from webhooks.errors import InvalidWindow
 from webhooks.services import recovery
 
 from ..transaction import db_session
-from .blueprint import bp
+from .blueprint import bp, current_actor
 from .forms import RecoverForm
 from .views_subscriptions import _ids, _own
 
@@ -37,7 +37,7 @@ def recover_deliveries(subscription_id: str):
     try:
         # Commits the request's session after each batch (only reads were made so far).
         recovered = recovery.recover(db_session(), subscription, _utc(form.since.data),
-                                     _utc(form.until.data))
+                                     _utc(form.until.data), actor=current_actor())
     except InvalidWindow as refused:
         flash(f"Nothing recovered: {refused}.", "error")
         return redirect(page)

@@ -10,7 +10,7 @@ from flask import flash, redirect, url_for
 from webhooks.services import rotation
 
 from ..transaction import db_session
-from .blueprint import bp
+from .blueprint import bp, current_actor
 from .forms import RotateForm
 from .secrets_shown import show_once
 from .views_subscriptions import _ids, _own
@@ -26,7 +26,7 @@ def rotate_secret(subscription_id: str):
         flash("Secret not rotated: choose when the new secret signs.", "error")
         return redirect(url_for("dashboard.subscription", subscription_id=subscription.id))
     activate_in = form.chosen_activate_in()
-    rotation.rotate(db_session(), subscription, activate_in)
+    rotation.rotate(db_session(), subscription, activate_in, actor=current_actor())
     log.info("signing secret rotated in the dashboard", extra=_ids(subscription))
     show_once(subscription.id)  # the page it is sent to shows the new secret, once
     if activate_in is None:
@@ -41,7 +41,7 @@ def rotate_secret(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/next-secret/activate")
 def activate_next_secret(subscription_id: str):
     subscription = _own(subscription_id)
-    if rotation.activate_now(db_session(), subscription):
+    if rotation.activate_now(db_session(), subscription, actor=current_actor()):
         log.info("staged signing secret activated in the dashboard", extra=_ids(subscription))
         flash("The staged secret signs from now on; the old one no longer verifies.", "success")
     else:
@@ -52,7 +52,7 @@ def activate_next_secret(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/next-secret/cancel")
 def cancel_next_secret(subscription_id: str):
     subscription = _own(subscription_id)
-    if rotation.cancel(db_session(), subscription):
+    if rotation.cancel(db_session(), subscription, actor=current_actor()):
         log.info("staged signing secret cancelled in the dashboard", extra=_ids(subscription))
         flash("Staged secret cancelled: the current secret keeps signing.", "success")
     else:

@@ -26,7 +26,7 @@ from ..ratelimit import check_send_test
 from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import db_session
 from . import queries
-from .blueprint import bp, current_account, is_read_only
+from .blueprint import bp, current_account, current_actor, is_read_only
 from .forms import TYPE_DESCRIPTIONS, FilterTestForm, RecoverForm, RotateForm, SubscriptionForm
 from .options import facts
 from .secrets_shown import show_once, shows_secrets, take_show_once
@@ -102,7 +102,8 @@ def new_subscription():
     if form.validate_on_submit() and not _target_refused(form):
         try:
             subscription = subscription_service.create(
-                db_session(), current_account().id, form.url.data, **form.chosen_settings())
+                db_session(), current_account().id, form.url.data, actor=current_actor(),
+                **form.chosen_settings())
         except Conflict as refused:  # WEBHOOKS_MAX_SUBSCRIPTIONS reached
             flash(f"Subscription not created: {refused}.", "error")
             return _form_page(form, None, 409)
@@ -228,7 +229,7 @@ def edit_subscription(subscription_id: str):
         form.show(subscription)
     elif (form.validate() and not _target_refused(form)
           and not _credentials_refused(form, subscription)):
-        subscription_service.change(db_session(), subscription,
+        subscription_service.change(db_session(), subscription, actor=current_actor(),
                                     url=url_to_store(form.url.data, subscription.url),
                                     **form.chosen_settings(subscription.headers))
         log.info("subscription changed in the dashboard", extra=_ids(subscription))
@@ -259,7 +260,7 @@ def send_test_event(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/pause")
 def pause_subscription(subscription_id: str):
     subscription = _own(subscription_id)
-    if pausing.pause(db_session(), subscription):
+    if pausing.pause(db_session(), subscription, actor=current_actor()):
         log.info("subscription paused from the dashboard", extra=_ids(subscription))
         flash("Subscription paused: its deliveries wait, held, until you resume it.", "success")
     else:
@@ -270,7 +271,7 @@ def pause_subscription(subscription_id: str):
 @bp.post("/subscriptions/<subscription_id>/resume")
 def resume_subscription(subscription_id: str):
     subscription = _own(subscription_id)
-    released = pausing.resume(db_session(), subscription)  # sent after commit, in batches
+    released = pausing.resume(db_session(), subscription, actor=current_actor())  # sent after commit, in batches
     log.info("subscription resumed from the dashboard", extra=_ids(subscription))
     held = f" {released} held deliver{'y goes' if released == 1 else 'ies go'} out now." if released else ""
     flash(f"Subscription resumed.{held}", "success")
@@ -282,7 +283,7 @@ def delete_subscription(subscription_id: str):
     subscription = _own(subscription_id)
     if request.method == "GET":
         return render_template("dashboard/subscription_delete.html", subscription=subscription)
-    subscription_service.delete(db_session(), subscription)
+    subscription_service.delete(db_session(), subscription, actor=current_actor())
     log.info("subscription deleted in the dashboard", extra=_ids(subscription))
     # Flash messages travel in the session cookie: never a password there.
     flash(f"Subscription to {shown_url(subscription.url)} deleted. Its delivery history stays listed.",

@@ -24,6 +24,18 @@ from .deliveries import (
 )
 from .events import ENVELOPE_SCHEMAS, EventTypeListSchema, EventTypeSchema, SampleQuerySchema
 from .portal_links import PortalLinkCreateSchema, PortalLinkSchema
+from .publisher import (
+    AccountCreatedSchema,
+    AccountCreateSchema,
+    AccountKeySchema,
+    AccountListSchema,
+    AccountQuerySchema,
+    AccountSchema,
+    EventAcceptedSchema,
+    EventBatchAcceptedSchema,
+    EventBatchSchema,
+    EventInSchema,
+)
 from .public_keys import KeySetSchema, PublicKeySchema
 from .subscriptions import (
     MAX_DESCRIPTION_LENGTH,
@@ -45,6 +57,9 @@ __all__ = [
     "ErrorSchema", "PageQuerySchema", "Text", "UTCTimestamp", "describe_errors",
     "DEFAULT_LIMIT", "MAX_LIMIT", "PUBLIC_STATUSES", "AttemptSchema", "DeliveryListSchema",
     "DeliveryQuerySchema", "DeliverySchema", "delivery_resource",
+    "AccountCreatedSchema", "AccountCreateSchema", "AccountKeySchema", "AccountListSchema",
+    "AccountQuerySchema", "AccountSchema", "EventAcceptedSchema", "EventBatchAcceptedSchema",
+    "EventBatchSchema", "EventInSchema",
     "ENVELOPE_SCHEMAS", "EventTypeListSchema", "EventTypeSchema", "SampleQuerySchema",
     "MAX_DESCRIPTION_LENGTH", "SubscriptionChangedSchema", "SubscriptionCreateSchema", "SubscriptionListSchema",
     "SubscriptionQuerySchema",

@@ -19,6 +19,20 @@ from webhooks.errors import ConfigError, InvalidEvent, NotFound, SchemaNotReady
 __all__ = ["main"]
 
 
+def _operator():
+    """The audit log's actor of this command (CONTRACT 10.5): ``cli``, named by the
+    operating system's user running it."""
+    import getpass
+
+    from webhooks.services.audit import Actor
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        user = None
+    return Actor.cli(user)
+
+
 def _fail(*messages: str) -> None:
     """Print each message as an ``error:`` line on stderr and exit with status 2."""
     for message in messages:
@@ -99,14 +113,16 @@ def db_purge() -> None:
     Finished deliveries created more than WEBHOOKS_RETENTION_DAYS days ago go
     with their attempts, and events left with no delivery; pending and paused
     ones stay. Works in batches of WEBHOOKS_PURGE_BATCH deliveries, each its
-    own short transaction, so workers keep delivering meanwhile.
+    own short transaction, so workers keep delivering meanwhile. Audit log entries older
+    than WEBHOOKS_AUDIT_RETENTION_DAYS (365) go too.
     """
     from webhooks.config import get_settings
     from webhooks.lifecycle.retention import purge
     from webhooks.storage.db import get_engine
 
     settings = get_settings()
-    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch)
+    purged = purge(get_engine(), retention_days=settings.retention_days, batch=settings.purge_batch,
+                   audit_retention_days=settings.audit_retention_days)
     click.echo(json.dumps(purged.report()))
 
 
@@ -120,16 +136,89 @@ def accounts() -> None:
 @_needs_schema
 def accounts_create(name: str) -> None:
     """Create an account; prints {"id", "api_key"} (the key is shown only this once)."""
+    from webhooks.services import accounts as account_service
     from webhooks.storage.db import session_scope
-    from webhooks.tenants.accounts import create_account
 
     try:
         with session_scope() as session:
-            account, api_key = create_account(session, name)
+            account, api_key = account_service.create(session, name, actor=_operator())
             account_id = account.id
     except ValueError as exc:
         _fail(str(exc))
     click.echo(json.dumps({"id": account_id, "api_key": api_key}))
+
+
+@accounts.command("list")
+@_needs_schema
+def accounts_list() -> None:
+    """Print {"data": [{"id", "name", "created_at"}, ...]}: every account, oldest first."""
+    from webhooks.services import accounts as account_service
+    from webhooks.storage.db import session_scope
+
+    with session_scope() as session:
+        data = [{"id": row.id, "name": row.name, "created_at": _utc_text(row.created_at)}
+                for row in account_service.every_account(session)]
+    click.echo(json.dumps({"data": data}))
+
+
+def _utc_text(moment) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@main.group()
+def publishers() -> None:
+    """Publisher keys: the operator's credential for the publisher API (events and accounts
+    over HTTP, README "The publisher API")."""
+
+
+@publishers.command("create")
+@click.argument("name")
+@_needs_schema
+def publishers_create(name: str) -> None:
+    """Create a publisher key; prints {"id", "name", "key"} (the key is shown only this once)."""
+    from webhooks.services import publishers as publisher_service
+    from webhooks.storage.db import session_scope
+
+    try:
+        with session_scope() as session:
+            publisher, key = publisher_service.create(session, name)
+            shown = {"id": publisher.id, "name": publisher.name, "key": key}
+    except ValueError as exc:
+        _fail(str(exc))
+    click.echo(json.dumps(shown))
+
+
+@publishers.command("list")
+@_needs_schema
+def publishers_list() -> None:
+    """Print {"data": [{"id", "name", "created_at", "last_used_at"}, ...]} (never a key)."""
+    from webhooks.services import publishers as publisher_service
+    from webhooks.storage.db import session_scope
+
+    with session_scope() as session:
+        click.echo(json.dumps({"data": publisher_service.listing(session)}))
+
+
+@publishers.command("revoke")
+@click.argument("publisher_id")
+@_needs_schema
+def publishers_revoke(publisher_id: str) -> None:
+    """Revoke a publisher key: it answers 401 at once on every web process; prints
+    {"id", "revoked": true}."""
+    from webhooks.services import publishers as publisher_service
+    from webhooks.storage.db import session_scope
+
+    try:
+        with session_scope() as session:
+            publisher_service.revoke(session, publisher_id)
+    except NotFound as exc:
+        _fail(str(exc))
+    try:
+        publisher_service.tell_web_processes()
+    except publisher_service.EpochUnavailable as exc:
+        _fail(f"the key is revoked, but the web processes could not be told ({exc}): it may "
+              f"keep working for up to {publisher_service.CACHE_SECONDS:.0f} seconds")
+    click.echo(json.dumps({"id": publisher_id, "revoked": True}))
 
 
 @main.command("emit")
@@ -267,7 +356,8 @@ def operational_add(url: str, types: str | None, certificate_file, key_file, **o
         credentials = credential_changes(
             {"url": url, **_credentials_given(certificate_file, key_file, oauth2)}, None)
         with session_scope() as session:
-            endpoint = endpoints.add(session, url, event_types, **credentials)
+            endpoint = endpoints.add(session, url, event_types, actor=_operator(),
+                                     **credentials)
             shown = {"id": endpoint.id, "url": endpoint.url, "secret": endpoint.secret,
                      "event_types": endpoint.event_types}
             if credentials:
@@ -314,7 +404,7 @@ def operational_resume(endpoint_id: str) -> None:
 
     try:
         with session_scope() as session:
-            released = endpoints.resume(session, endpoint_id)
+            released = endpoints.resume(session, endpoint_id, actor=_operator())
     except NotFound as exc:
         _fail(str(exc))
     click.echo(json.dumps({"id": endpoint_id, "released": released}))
@@ -330,7 +420,7 @@ def operational_remove(endpoint_id: str) -> None:
 
     try:
         with session_scope() as session:
-            endpoints.remove(session, endpoint_id)
+            endpoints.remove(session, endpoint_id, actor=_operator())
     except NotFound as exc:
         _fail(str(exc))
     click.echo(json.dumps({"id": endpoint_id, "removed": True}))

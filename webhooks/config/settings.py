@@ -65,6 +65,7 @@ class Settings:
     clock_refresh: float = 30.0  # how often (s) each process measures its offset to the database's clock
     sweep_batch: int = 5000
     retention_days: int = 30
+    audit_retention_days: int = 365  # audit log entries older than this are deleted; 0 keeps all
     purge_batch: int = 500
     purge_interval: float = 60.0
     purge_seconds: float = 10.0
@@ -100,6 +101,8 @@ class Settings:
     # "5 per 5 seconds; 60 per hour"), counted over a moving window; None: no limit.
     api_rate_limit: str | None = "100 per second"
     test_rate_limit: str | None = "5 per 5 seconds"
+    # Requests per second one publisher key may make (CONTRACT 10.7); 0: no limit.
+    publisher_rate_limit: int = 1000
     # Where the web processes count those limits together ("memory://": per process).
     rate_limit_storage_url: str = "memory://"
     max_subscriptions: int = 100
@@ -206,6 +209,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         retention_days=positive_number(
             env, "WEBHOOKS_RETENTION_DAYS", 30, integer=True, allow_zero=True
         ),
+        audit_retention_days=positive_number(
+            env, "WEBHOOKS_AUDIT_RETENTION_DAYS", 365, integer=True, allow_zero=True
+        ),
         purge_batch=purge_batch(env),
         purge_interval=positive_number(env, "WEBHOOKS_PURGE_INTERVAL", 60.0),
         purge_seconds=purge_seconds(env),
@@ -234,6 +240,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         egress_proxy=egress_proxy(env),
         api_rate_limit=rate_limit(env, "WEBHOOKS_API_RATE_LIMIT", Settings.api_rate_limit),
         test_rate_limit=rate_limit(env, "WEBHOOKS_TEST_RATE_LIMIT", Settings.test_rate_limit),
+        publisher_rate_limit=positive_number(env, "WEBHOOKS_PUBLISHER_RATE_LIMIT", 1000,
+                                             integer=True, allow_zero=True),
         rate_limit_storage_url=rate_limit_storage(env, broker_url),
         max_subscriptions=positive_number(
             env, "WEBHOOKS_MAX_SUBSCRIPTIONS", 100, integer=True, allow_zero=True

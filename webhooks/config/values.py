@@ -34,6 +34,7 @@ def get(env: Mapping[str, str], name: str) -> str | None:
 # What each number counts, for the message that refuses a value that is no number.
 UNITS = {
     "WEBHOOKS_RETENTION_DAYS": "days",
+    "WEBHOOKS_AUDIT_RETENTION_DAYS": "days",
     "WEBHOOKS_TIMEOUT": "seconds",
     "WEBHOOKS_SWEEP_INTERVAL": "seconds",
     "WEBHOOKS_RECOVER_AFTER": "seconds",

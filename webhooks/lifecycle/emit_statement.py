@@ -87,7 +87,9 @@ class Stored(NamedTuple):
 def _steps():
     """The statement's CTEs: (the account, the event inserted, the deliveries inserted), and
     the filters the caller has yet to evaluate (a scalar: null when none)."""
-    account = select(_accounts.c.id).where(_accounts.c.id == _ACCOUNT_ID).cte("account")
+    # A deleted account (DELETE /accounts/<id>) takes no event: as an unknown one.
+    account = select(_accounts.c.id).where(_accounts.c.id == _ACCOUNT_ID,
+                                           _accounts.c.deleted_at.is_(None)).cte("account")
     waiting_one = _deliveries.alias("w")
     targets = (
         select(_subscriptions.c.id, _subscriptions.c.status,

@@ -26,11 +26,13 @@ from typing import Sequence
 from sqlalchemy import Integer, String, Text, bindparam, select, update
 from sqlalchemy.engine import Connection
 
+from webhooks.audit import log as audit_log
+from webhooks.audit.entries import SERVICE, Action, Target, TargetKind, changes_between
 from webhooks.lifecycle import adaptive_pace, listeners, ordering, policy, transitions
 from webhooks.lifecycle.changes import pause_subscription
 from webhooks.lifecycle.claim import Claim
 from webhooks.lifecycle.dispatch import Dispatch
-from webhooks.states import DeliveryStatus, PauseReason, waiting
+from webhooks.states import DeliveryStatus, PauseReason, SubscriptionStatus, waiting
 from webhooks.storage import rollup
 from webhooks.storage.backends import RecordStatements, backend_of
 from webhooks.storage.models import Attempt, Delivery, Subscription, UTCDateTime
@@ -111,14 +113,34 @@ def _pause_if_due(connection: Connection, claim: Claim, step: policy.Step, rules
                   failures: int | None, now: dt.datetime) -> PauseReason | None:
     """Pause the subscription if this attempt does: at once with the step's reason (410),
     or for its failures when the counter (``failures``, after it moved) met the pause rule.
-    The reason if this attempt paused it; None if it did not (or it was paused already)."""
+    The reason if this attempt paused it; None if it did not (or it was paused already).
+    A pause is written to the account's audit log, by the actor ``service``."""
     if step.pause_reason is not None:
         reason = step.pause_reason
     elif failures is not None and policy.pauses(failures, rules, claim.event_type):
         reason = PauseReason.FAILURES
     else:
         return None
-    return reason if pause_subscription(connection, claim.subscription_id, now, reason) else None
+    if not pause_subscription(connection, claim.subscription_id, now, reason):
+        return None
+    _audit_pause(connection, claim.subscription_id, PauseReason(reason), now)
+    return reason
+
+
+_ACCOUNT_OF = select(subscriptions.c.account_id).where(_THIS_SUBSCRIPTION)
+
+
+def _audit_pause(connection: Connection, subscription_id: str, reason: PauseReason,
+                 now: dt.datetime) -> None:
+    """The ``subscription.paused`` entry of a pause by the rule or a 410 (actor
+    ``service``), in the record's transaction. The pause moved the subscription from
+    active (its only condition) to paused with ``reason``."""
+    account_id = connection.execute(_ACCOUNT_OF, {"sub_id": subscription_id}).scalar_one()
+    changes = changes_between({"status": SubscriptionStatus.ACTIVE.value, "paused_reason": None},
+                              {"status": SubscriptionStatus.PAUSED.value,
+                               "paused_reason": reason.value})
+    audit_log.write(connection, account_id, SERVICE, Action.SUBSCRIPTION_PAUSED,
+                    Target(TargetKind.SUBSCRIPTION, subscription_id), changes, at=now)
 
 
 def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: policy.Rules,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlalchemy import exists, select
 from sqlalchemy.orm import Session
@@ -66,9 +67,13 @@ def check_window(since: dt.datetime, until: dt.datetime | None, now: dt.datetime
 
 def recover(session: Session, subscription_id: str, since: dt.datetime,
             until: dt.datetime | None, *, now: dt.datetime, batch: int,
-            limit: int) -> Recovered:
+            limit: int,
+            after_batch: Callable[[Session, int, int], None] | None = None) -> Recovered:
     """Replay the subscription's failed and dead deliveries created in ``[since, until)``
     (``until`` None: up to ``now``) that were never replayed, oldest first.
+
+    ``after_batch(session, replayed, held)`` runs in the transaction of each batch that
+    replayed something, before it commits (the use case's audit entry).
 
     Commits ``session`` after each batch: call it with nothing else uncommitted in it.
     InvalidWindow for a window :func:`check_window` refuses; NotFound if the
@@ -84,6 +89,8 @@ def recover(session: Session, subscription_id: str, since: dt.datetime,
             return Recovered(replayed, more=_any_left(session, subscription_id, since, end),
                              held=held)
         made, made_held = _replay_batch(session, subscription_id, since, end, now, size)
+        if made and after_batch is not None:
+            after_batch(session, made, made_held)
         session.commit()
         replayed += made
         held += made_held

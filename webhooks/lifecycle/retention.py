@@ -23,6 +23,12 @@ attempts, the deliveries, then their events). On PostgreSQL the batch's
 rows are locked with SKIP LOCKED, so the scheduled purge and
 ``webhooks db purge`` may overlap without waiting for each other.
 
+Audit log entries (webhooks/audit) older than ``audit_retention_days``
+(WEBHOOKS_AUDIT_RETENTION_DAYS, 365 by default; 0 keeps them) are deleted
+first, oldest first through ``ix_audit_log_created``, in batches of ``batch``
+entries: the one DELETE of them the append-only trigger lets through
+(backend ``allow_audit_purge``, migration 0024).
+
 ``webhooks db purge`` runs :func:`purge` to the end; the scheduler runs
 :func:`run_scheduled` every WEBHOOKS_PURGE_INTERVAL seconds, which stops
 after WEBHOOKS_PURGE_SECONDS and rests after each batch as long as the
@@ -44,7 +50,9 @@ from sqlalchemy.orm import aliased
 from webhooks.lifecycle import ordering, transitions
 from webhooks.storage import scheduled_runs
 from webhooks.storage.backends import backend_of
-from webhooks.storage.models import Account, Attempt, AttemptHour, Delivery, DeliveryStatus, Event, utcnow
+from webhooks.storage.models import (Account, Attempt, AttemptHour, AuditEntry, Delivery,
+                                     DeliveryStatus, Event, NoticeBudget, OrderingKey,
+                                     Subscription, utcnow)
 from webhooks.storage.rollup import floor_hour
 
 __all__ = ["Purged", "FINISHED", "cutoff_for", "purge", "run_scheduled"]
@@ -64,6 +72,8 @@ class Purged:
     attempts: int = 0
     attempt_hours: int = 0
     ordering_keys: int = 0
+    audit_entries: int = 0
+    accounts: int = 0  # deleted accounts (DELETE /accounts/<id>) whose last rows went
 
     def add(self, other: "Purged") -> None:
         for field in fields(self):
@@ -72,7 +82,7 @@ class Purged:
     @property
     def rows(self) -> int:
         return (self.events + self.deliveries + self.attempts + self.attempt_hours
-                + self.ordering_keys)
+                + self.ordering_keys + self.audit_entries + self.accounts)
 
     def report(self) -> dict[str, int]:
         """The CLI's answer (CONTRACT 8.2)."""
@@ -105,50 +115,111 @@ class _Pacer:
 
 
 def purge(engine: Engine, *, retention_days: int, batch: int, now: dt.datetime | None = None,
-          deadline: float | None = None, rest: bool = False) -> Purged:
+          deadline: float | None = None, rest: bool = False,
+          audit_retention_days: int = 0) -> Purged:
     """Apply the retention rule in batches of short transactions; returns the rows deleted.
 
+    Audit log entries first (``audit_retention_days``; 0 keeps them), then deliveries.
     Runs until nothing is left to delete, or until ``deadline`` (a
     ``time.monotonic()`` value) has passed; ``rest`` pauses after each batch
     as long as the batch took. Passes repeat while a pass deleted replays,
     which may have freed their (older) originals.
+
+    A deleted account (``accounts.deleted_at``) loses every row, whatever its
+    age and whatever WEBHOOKS_RETENTION_DAYS (0 included), by the same batches,
+    then its subscriptions and the account itself; a delivery still in flight
+    stays until it finished (the next run takes it).
     """
     total = Purged()
-    cutoff = cutoff_for(now or utcnow(), retention_days)
-    if cutoff is None:
-        return total
+    now = now or utcnow()
     pacer = _Pacer(deadline, rest)
+    audit_cutoff = cutoff_for(now, audit_retention_days)
+    if audit_cutoff is not None and not _purge_audit_log(engine, audit_cutoff, batch, pacer,
+                                                         total):
+        return total
+    cutoff = cutoff_for(now, retention_days)
+    # Everything a deleted account has was created before now (it takes no new event).
+    everything = now + dt.timedelta(days=1)
     while True:
-        freed, finished = _one_pass(engine, cutoff, batch, pacer, total)
+        freed, finished = _one_pass(engine, cutoff, everything, batch, pacer, total)
         if not finished or not freed:
             return total
 
 
-def _one_pass(engine: Engine, cutoff: dt.datetime, batch: int, pacer: _Pacer, total: Purged):
-    """Every account once; (replays deleted, True if it got to the end).
+def _one_pass(engine: Engine, cutoff: dt.datetime | None, everything: dt.datetime, batch: int,
+              pacer: _Pacer, total: Purged):
+    """Every account once; (replays deleted, True if it got to the end). ``cutoff`` None:
+    retention is off, only deleted accounts are purged (up to ``everything``).
 
     Each step deletes one batch in the caller's transaction and returns
     (rows deleted, whether to go on, where the next batch starts, replays deleted).
     """
     with engine.connect() as connection:
-        accounts = list(connection.scalars(select(Account.id).order_by(Account.id)))
+        accounts = connection.execute(
+            select(Account.id, Account.deleted_at).order_by(Account.id)).all()
     freed = 0
     steps = [*[(_delivery_batch, status) for status in FINISHED], (_event_batch, None),
              (_hour_batch, None)]
-    for account_id in accounts:
+    for account_id, deleted_at in accounts:
+        account_cutoff = cutoff if deleted_at is None else everything
+        if account_cutoff is None:
+            continue
         for step, status in steps:
             after = None
             while True:
                 with engine.begin() as connection:
-                    done, more, after, replays = step(connection, account_id, status, cutoff,
-                                                      after, batch)
+                    done, more, after, replays = step(connection, account_id, status,
+                                                      account_cutoff, after, batch)
                 total.add(done)
                 freed += replays
                 if not more:
                     break
                 if not pacer.batch_done():
                     return freed, False
+        if deleted_at is not None:
+            with engine.begin() as connection:
+                total.add(_deleted_account(connection, account_id))
     return freed, True
+
+
+def _purge_audit_log(engine: Engine, cutoff: dt.datetime, batch: int, pacer: _Pacer,
+                     total: Purged) -> bool:
+    """Delete the audit entries made before ``cutoff``, oldest first, ``batch`` a
+    transaction; False if the deadline stopped it."""
+    while True:
+        with engine.begin() as connection:
+            backend_of(connection).allow_audit_purge(connection)
+            oldest = _locked(select(AuditEntry.id).where(AuditEntry.created_at < cutoff)
+                             .order_by(AuditEntry.created_at).limit(batch), connection)
+            ids = list(connection.scalars(oldest))
+            if ids:
+                connection.execute(delete(AuditEntry).where(AuditEntry.id.in_(ids)))
+        total.audit_entries += len(ids)
+        if len(ids) < batch:
+            return True
+        if not pacer.batch_done():
+            return False
+
+
+def _deleted_account(connection: Connection, account_id: str) -> Purged:
+    """The last rows of a deleted account once its deliveries and events are gone: its
+    ordering keys, its subscriptions and their budgets, the account (its sessions, portal
+    links and tokens go with it, ON DELETE CASCADE). Nothing while a delivery or an event
+    is left (one in flight when the account was deleted: the next run)."""
+    left = connection.execute(
+        select(exists().where(Delivery.account_id == account_id)
+               | exists().where(Event.account_id == account_id))).scalar()
+    if left:
+        return Purged()
+    keys = connection.execute(
+        delete(OrderingKey).where(OrderingKey.account_id == account_id)).rowcount
+    subscriptions = select(Subscription.id).where(Subscription.account_id == account_id)
+    connection.execute(delete(NoticeBudget).where(
+        NoticeBudget.subject_id.in_(subscriptions) | (NoticeBudget.subject_id == account_id)))
+    connection.execute(delete(Subscription).where(Subscription.account_id == account_id))
+    gone = connection.execute(delete(Account).where(Account.id == account_id,
+                                                    Account.deleted_at.is_not(None))).rowcount
+    return Purged(ordering_keys=keys, accounts=gone)
 
 
 def _after(created_column, id_column, after):
@@ -254,7 +325,8 @@ def _alone(engine: Engine):
 
 
 def run_scheduled(engine: Engine, *, retention_days: int, batch: int, seconds: float,
-                  slot: scheduled_runs.Slot | None = None) -> Purged:
+                  slot: scheduled_runs.Slot | None = None,
+                  audit_retention_days: int = 0) -> Purged:
     """The scheduler's purge: at most ``seconds`` of batches, resting between them; logs a line.
 
     A run that finds another one still going does nothing: overlapping runs
@@ -270,9 +342,11 @@ def run_scheduled(engine: Engine, *, retention_days: int, batch: int, seconds: f
             return Purged()
         started = time.monotonic()
         purged = purge(engine, retention_days=retention_days, batch=batch,
-                       deadline=started + seconds, rest=True)
+                       deadline=started + seconds, rest=True,
+                       audit_retention_days=audit_retention_days)
     if purged.rows:
         log.info("retention purged %d events, %d deliveries, %d attempts, %d rollup rows, "
-                 "%d ordering keys in %.2f s", purged.events, purged.deliveries, purged.attempts,
-                 purged.attempt_hours, purged.ordering_keys, time.monotonic() - started)
+                 "%d ordering keys, %d audit entries in %.2f s", purged.events,
+                 purged.deliveries, purged.attempts, purged.attempt_hours,
+                 purged.ordering_keys, purged.audit_entries, time.monotonic() - started)
     return purged

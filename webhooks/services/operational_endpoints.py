@@ -23,6 +23,8 @@ from webhooks.operational.catalogue import OPERATIONAL_TYPES, unknown_types
 from webhooks.operational.operator import operator_account
 from webhooks.reserved import OPERATOR_ACCOUNT_ID
 from webhooks.sender.target_urls import target_refusal, url_problem
+from webhooks.services import audit
+from webhooks.services.audit import Action, Actor, Target, TargetKind, created
 from webhooks.services.pausing import resume as resume_subscription
 from webhooks.services.subscriptions import owned
 from webhooks.states import PUBLIC_STATUSES, SubscriptionStatus, public_status
@@ -61,9 +63,11 @@ def url_refusal(url: str) -> str | None:
     return target_refusal(url)
 
 
-def add(session: Session, url: str, event_types: list[str], **credentials) -> Subscription:
+def add(session: Session, url: str, event_types: list[str], *, actor: Actor,
+        **credentials) -> Subscription:
     """A new operational endpoint, in the caller's transaction (the operator account is
-    created with the first). InvalidEndpoint for a refused URL or an unknown type.
+    created with the first), with its ``subscription.created`` entry by ``actor`` in the
+    operator account's log. InvalidEndpoint for a refused URL or an unknown type.
     ``credentials`` are its ``client_certificate`` and ``oauth2`` as stored, already checked
     (services/credentials.py)."""
     refusal = url_refusal(url)
@@ -73,10 +77,12 @@ def add(session: Session, url: str, event_types: list[str], **credentials) -> Su
     if unknown:
         raise InvalidEndpoint(f"unknown operational event type(s): {', '.join(unknown)}")
     operator_account(session)
-    return changes.create_subscription(
+    endpoint = changes.create_subscription(
         session, OPERATOR_ACCOUNT_ID, url, now=utcnow(), event_types=list(event_types),
         description=DESCRIPTION, max_in_flight=get_settings().operational_max_in_flight,
         **credentials)
+    audit.subscription_created(session, endpoint, actor)
+    return endpoint
 
 
 def shown(endpoint: Subscription, counts: dict[str, int] | None = None) -> dict:
@@ -116,14 +122,21 @@ def _endpoint(session: Session, endpoint_id: str) -> Subscription:
     return endpoint
 
 
-def resume(session: Session, endpoint_id: str) -> int:
-    """Resume an endpoint the pause rule paused; returns how many notices it released."""
+def resume(session: Session, endpoint_id: str, *, actor: Actor) -> int:
+    """Resume an endpoint the pause rule paused (its ``subscription.resumed`` entry by
+    ``actor``); returns how many notices it released."""
     endpoint = _endpoint(session, endpoint_id)
     if endpoint.status != SubscriptionStatus.PAUSED.value:
         return 0
-    return resume_subscription(session, endpoint)
+    return resume_subscription(session, endpoint, actor=actor)
 
 
-def remove(session: Session, endpoint_id: str) -> None:
-    """Delete an endpoint: no further notice goes to it; those waiting end ``failed``."""
-    changes.delete_subscription(session, _endpoint(session, endpoint_id).id, utcnow())
+def remove(session: Session, endpoint_id: str, *, actor: Actor) -> None:
+    """Delete an endpoint: no further notice goes to it; those waiting end ``failed``. Its
+    ``subscription.deleted`` entry by ``actor``."""
+    endpoint = _endpoint(session, endpoint_id)
+    now = utcnow()
+    changes.delete_subscription(session, endpoint.id, now)
+    audit.write(session, OPERATOR_ACCOUNT_ID, actor, Action.SUBSCRIPTION_DELETED,
+                Target(TargetKind.SUBSCRIPTION, endpoint.id), created({"deleted_at": now}),
+                at=now)

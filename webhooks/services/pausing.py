@@ -20,6 +20,8 @@ from webhooks.lifecycle import changes, release
 from webhooks.lifecycle.dispatch import Dispatch
 from webhooks.operational import notices as operational
 from webhooks.states import PauseReason
+from webhooks.services import audit
+from webhooks.services.audit import Action, Actor
 from webhooks.storage import clock
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription, utcnow
@@ -27,35 +29,42 @@ from webhooks.storage.models import Subscription, utcnow
 __all__ = ["PauseReason", "pause", "resume", "send_next_batch"]
 
 
-def pause(session: Session, subscription: Subscription) -> bool:
+def pause(session: Session, subscription: Subscription, *, actor: Actor) -> bool:
     """Its owner pauses it (reason ``manual``): its deliveries are held exactly as a pause by
     the rule holds them, until it is resumed. False if it was paused already (nothing
     changes, its reason stays). Pausing raises the subscription.paused notice (reason
-    ``manual``) in the same transaction."""
+    ``manual``) and writes its ``subscription.paused`` entry by ``actor``, in the same
+    transaction."""
     now = utcnow()
+    before = audit.snapshot(subscription)
     paused = changes.pause_by_hand(session, subscription.id, now)
     session.refresh(subscription)
-    if paused:  # subscription.paused, in this transaction (webhooks/operational)
+    if paused:
+        audit.subscription_changed(session, subscription, before, Action.SUBSCRIPTION_PAUSED,
+                                   actor, at=now)  # subscription.paused, in this transaction (webhooks/operational)
         publish_after_commit(session, operational.notify_paused(
             session, subscription.id, reason=PauseReason.MANUAL.value, now=now))
     return paused
 
 
-def resume(session: Session, subscription: Subscription) -> int:
+def resume(session: Session, subscription: Subscription, *, actor: Actor) -> int:
     """Active again, failure counter at 0; returns how many held deliveries were released.
 
     The oldest ``WEBHOOKS_RELEASE_BATCH`` of them are published once the caller's
     transaction commits; if there are more, the subscription's release task is sent
     then, unless one runs already (lifecycle/release.py). Resuming a paused subscription
-    raises the subscription.resumed notice in the same transaction. Resuming one that
-    is active only sets its counter to 0: no message, no task, no notice.
+    raises the subscription.resumed notice and writes its ``subscription.resumed`` entry
+    by ``actor`` in the same transaction. Resuming one that is active only sets its
+    counter to 0: no message, no task, no notice, no entry.
     """
     settings = get_settings()
     now = clock.now()  # the database's: the released deliveries are due by it
+    before = audit.snapshot(subscription)
     released = changes.resume_subscription(session, subscription.id, now)
     session.refresh(subscription)
     if released is None:
         return 0
+    audit.subscription_changed(session, subscription, before, Action.SUBSCRIPTION_RESUMED, actor)
     # subscription.resumed, in this transaction (webhooks/operational)
     notices = operational.notify_resumed(session, subscription.id, now=now)
     batch = release.take_batch(session, subscription.id, now, settings.release_batch)

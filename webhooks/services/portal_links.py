@@ -22,6 +22,7 @@ from sqlalchemy import delete, or_, select, update
 from sqlalchemy.orm import Session
 
 from ..storage.models import PortalLink
+from .audit import Action, Actor, Target, TargetKind, created, reference, write as write_entry
 
 __all__ = ["EXPIRES_IN_DEFAULT", "EXPIRES_IN_RANGE", "CLEANUP_BATCH", "OpenedLink",
            "create_link", "find_link", "consume_link", "delete_spent"]
@@ -49,9 +50,11 @@ def _digest(token: str) -> str:
 
 
 def create_link(db: Session, account_id: str, now: dt.datetime, expires_in: int,
-                *, read_only: bool = False) -> tuple[str, PortalLink]:
-    """Store a link to ``account_id``'s dashboard valid for ``expires_in`` seconds from ``now``;
-    return its token and row. Raises ValueError if ``expires_in`` is outside EXPIRES_IN_RANGE."""
+                *, actor: Actor, read_only: bool = False) -> tuple[str, PortalLink]:
+    """Store a link to ``account_id``'s dashboard valid for ``expires_in`` seconds from ``now``,
+    with its ``portal_link.created`` entry by ``actor`` (the link named by a reference to its
+    digest, never the token); return its token and row. Raises ValueError if
+    ``expires_in`` is outside EXPIRES_IN_RANGE."""
     low, high = EXPIRES_IN_RANGE
     whole = isinstance(expires_in, int) and not isinstance(expires_in, bool)
     if not whole or not low <= expires_in <= high:
@@ -63,6 +66,9 @@ def create_link(db: Session, account_id: str, now: dt.datetime, expires_in: int,
                       expires_at=now + dt.timedelta(seconds=expires_in), read_only=read_only)
     db.add(link)
     db.flush()
+    write_entry(db, account_id, actor, Action.PORTAL_LINK_CREATED,
+                Target(TargetKind.PORTAL_LINK, reference(link.id)),
+                created({"expires_at": link.expires_at, "read_only": read_only}), at=now)
     return token, link
 
 

@@ -13,6 +13,8 @@ from sqlalchemy.orm import Session
 
 from webhooks.lifecycle.recover import replay_once
 from webhooks.states import REPLAYABLE, DeliveryStatus
+from webhooks.services import audit
+from webhooks.services.audit import Action, Actor, Target, TargetKind, created
 from webhooks.storage.models import Delivery, utcnow
 
 __all__ = ["REPLAYABLE", "replay", "is_replayable", "was_published"]
@@ -23,9 +25,16 @@ def is_replayable(delivery: Delivery) -> bool:
     return DeliveryStatus(delivery.status).public in REPLAYABLE
 
 
-def replay(session: Session, original: Delivery) -> Delivery:
-    """The new delivery (published after the caller commits, or held while paused)."""
-    return replay_once(session, original, utcnow())
+def replay(session: Session, original: Delivery, *, actor: Actor) -> Delivery:
+    """The new delivery (published after the caller commits, or held while paused), with the
+    ``delivery.replayed`` entry by ``actor``: its target the original, its change the
+    replay's id."""
+    now = utcnow()
+    replayed = replay_once(session, original, now)
+    audit.write(session, original.account_id, actor, Action.DELIVERY_REPLAYED,
+                Target(TargetKind.DELIVERY, original.id), created({"replay_id": replayed.id}),
+                at=now)
+    return replayed
 
 
 def was_published(replayed: Delivery) -> bool:

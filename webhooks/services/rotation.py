@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
+from webhooks.services import audit
+from webhooks.services.audit import Action, Actor
 from webhooks.storage.models import Subscription, utcnow
 from webhooks.tenants import rotation
 from webhooks.tenants.keypairs import PublicKeys, public_keys_at, shown_secrets
@@ -16,18 +18,34 @@ __all__ = ["ACTIVATE_IN_MAX", "Secrets", "PublicKeys", "public_keys_at", "shown_
            "rotate", "activate_now", "cancel"]
 
 
-def rotate(session: Session, subscription: Subscription, activate_in: int | None = None) -> Subscription:
-    """A new secret: signing at once, or staged to take over in ``activate_in`` seconds."""
+def rotate(session: Session, subscription: Subscription, activate_in: int | None = None, *,
+           actor: Actor) -> Subscription:
+    """A new secret: signing at once, or staged to take over in ``activate_in`` seconds;
+    its ``secret.rotated`` entry by ``actor`` (the secrets redacted, the moment shown)."""
+    before = audit.snapshot(subscription)
     rotation.rotate(session, subscription.id, utcnow(), activate_in)
-    session.refresh(subscription)
+    audit.subscription_changed(session, subscription, before, Action.SECRET_ROTATED, actor)
     return subscription
 
 
-def activate_now(session: Session, subscription: Subscription) -> bool:
-    """The staged secret signs from now on; False if none was staged."""
-    return rotation.activate_now(session, subscription.id, utcnow())
+def activate_now(session: Session, subscription: Subscription, *, actor: Actor) -> bool:
+    """The staged secret signs from now on (a ``secret.rotation_activated`` entry by
+    ``actor``); False if none was staged (no entry)."""
+    return _staged_change(session, subscription, rotation.activate_now,
+                          Action.SECRET_ROTATION_ACTIVATED, actor)
 
 
-def cancel(session: Session, subscription: Subscription) -> bool:
-    """Drop the staged secret; False if none was staged."""
-    return rotation.cancel(session, subscription.id, utcnow())
+def cancel(session: Session, subscription: Subscription, *, actor: Actor) -> bool:
+    """Drop the staged secret (a ``secret.rotation_cancelled`` entry by ``actor``); False if
+    none was staged (no entry)."""
+    return _staged_change(session, subscription, rotation.cancel,
+                          Action.SECRET_ROTATION_CANCELLED, actor)
+
+
+def _staged_change(session: Session, subscription: Subscription, transition, action: Action,
+                   actor: Actor) -> bool:
+    before = audit.snapshot(subscription)
+    if not transition(session, subscription.id, utcnow()):
+        return False
+    audit.subscription_changed(session, subscription, before, action, actor)
+    return True

@@ -17,6 +17,8 @@ from sqlalchemy.orm import Session
 from webhooks.config import get_settings
 from webhooks.events.filters import parse_filter, parse_stored
 from webhooks.lifecycle import adaptive_pace, changes
+from webhooks.services import audit
+from webhooks.services.audit import Action, Actor
 from webhooks.services.credentials import (EXPIRY_WARNING_DAYS, certificate_expires_soon,
                                            credential_changes, shown_credentials)
 from webhooks.storage.models import Subscription, utcnow
@@ -57,29 +59,43 @@ def owned(session: Session, account_id: str, subscription_id: str) -> Subscripti
     ).first()
 
 
-def create(session: Session, account_id: str, url: str, **settings) -> Subscription:
-    """A new subscription of the account (Conflict past WEBHOOKS_MAX_SUBSCRIPTIONS)."""
-    return changes.create_subscription(session, account_id, url, now=utcnow(), **settings)
-
-
-def change(session: Session, subscription: Subscription, **new_values) -> Subscription:
-    """Change the given settings (``url`` among them); returns the subscription as stored."""
-    changes.change_subscription(session, subscription.id, **new_values)
-    session.refresh(subscription)
+def create(session: Session, account_id: str, url: str, *, actor: Actor,
+           **settings) -> Subscription:
+    """A new subscription of the account (Conflict past WEBHOOKS_MAX_SUBSCRIPTIONS), with its
+    ``subscription.created`` entry by ``actor``."""
+    subscription = changes.create_subscription(session, account_id, url, now=utcnow(),
+                                               **settings)
+    audit.subscription_created(session, subscription, actor)
     return subscription
 
 
-def change_scheme(session: Session, subscription: Subscription, scheme: str) -> bool:
-    """Sign its deliveries with ``scheme`` from the next attempt on, with a new secret of that
-    scheme's format (a staged rotation is dropped); False if it already used ``scheme``."""
-    switched = rotation.switch_scheme(session, subscription.id, utcnow(), scheme) is not None
-    session.refresh(subscription)
+def change(session: Session, subscription: Subscription, *, actor: Actor,
+           signature_scheme: str | None = None, **new_values) -> bool:
+    """Change the given settings (``url`` among them) and, if ``signature_scheme`` is given
+    and differs, the scheme (with a new secret of its format, a staged rotation dropped);
+    one ``subscription.updated`` entry by ``actor`` for all of it, none if nothing changed.
+    ``subscription`` is refreshed; True when it has a new secret (its scheme changed)."""
+    before = audit.snapshot(subscription)
+    changes.change_subscription(session, subscription.id, **new_values)
+    switched = (signature_scheme is not None and rotation.switch_scheme(
+        session, subscription.id, utcnow(), signature_scheme) is not None)
+    audit.subscription_changed(session, subscription, before, Action.SUBSCRIPTION_UPDATED, actor)
     return switched
 
 
-def delete(session: Session, subscription: Subscription) -> None:
-    """Soft-delete: no further attempts; its waiting deliveries end ``failed``."""
+def change_scheme(session: Session, subscription: Subscription, scheme: str, *,
+                  actor: Actor) -> bool:
+    """Sign its deliveries with ``scheme`` from the next attempt on, with a new secret of that
+    scheme's format (a staged rotation is dropped); False if it already used ``scheme``."""
+    return change(session, subscription, actor=actor, signature_scheme=scheme)
+
+
+def delete(session: Session, subscription: Subscription, *, actor: Actor) -> None:
+    """Soft-delete: no further attempts; its waiting deliveries end ``failed``. Its
+    ``subscription.deleted`` entry by ``actor``."""
+    before = audit.snapshot(subscription)
     changes.delete_subscription(session, subscription.id, utcnow())
+    audit.subscription_changed(session, subscription, before, Action.SUBSCRIPTION_DELETED, actor)
 
 
 def option_values(subscription: Subscription) -> dict[str, object]:

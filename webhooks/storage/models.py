@@ -47,6 +47,8 @@ __all__ = [
     "ScheduledRun",
     "OAuth2Token",
     "NoticeBudget",
+    "AuditEntry",
+    "Publisher",
     "SubscriptionStatus",
     "DeliveryStatus",
     "new_id",
@@ -95,6 +97,27 @@ class Account(Base):
     # SHA-256 of the API key: the key itself is shown once and never stored.
     api_key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    # Set by DELETE /accounts/<id> (services/accounts.py): the account is gone for every
+    # route and its subscriptions stopped at once; retention deletes its rows in batches.
+    deleted_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+
+
+class Publisher(Base):
+    """A publisher key: the operator's credential for the publisher API (CONTRACT 10.7).
+
+    The key (``whpub_…``) is shown once; only its SHA-256 is stored, as an
+    account's. ``last_used_at`` is written at most once a minute per key
+    (services/publishers.py); a revoked key (``revoked_at`` set) never works again.
+    """
+
+    __tablename__ = "publishers"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(200))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(nullable=True)
 
 
 class Subscription(Base):
@@ -466,3 +489,29 @@ class NoticeBudget(Base):
     due_after: Mapped[dt.datetime]
     deferred_event_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
     suppressed: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+
+
+class AuditEntry(Base):
+    """One entry of an account's audit log (webhooks/audit, CONTRACT 10.5): who did what to
+    what, and the fields it changed (redacted). Written in the transaction of its change;
+    never updated, and deleted only by retention (a trigger refuses anything else on
+    PostgreSQL: migration 0024)."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        # An account's entries newest first (the API's and the Activity page's keyset pages).
+        Index("ix_audit_log_account_created", "account_id", "created_at", "id"),
+        # Retention deletes the oldest entries of every account.
+        Index("ix_audit_log_created", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    # No foreign key: an entry outlives what it names (a deleted subscription, an account).
+    account_id: Mapped[str] = mapped_column(String(36))
+    created_at: Mapped[dt.datetime]  # the entry's "at": when the change was made
+    actor_kind: Mapped[str] = mapped_column(String(16))
+    actor_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    action: Mapped[str] = mapped_column(String(64))
+    target_kind: Mapped[str] = mapped_column(String(32))
+    target_id: Mapped[str] = mapped_column(String(64))
+    changes: Mapped[dict] = mapped_column(JSON)

@@ -169,6 +169,11 @@ class Backend(abc.ABC):
     def limit_statement_time(self, connection, milliseconds: int) -> None:
         """Statements of this transaction end after ``milliseconds`` where the engine can."""
 
+    @abc.abstractmethod
+    def allow_audit_purge(self, connection) -> None:
+        """Let this transaction delete audit entries (retention only): the append-only
+        guard of migration 0024 refuses every other DELETE."""
+
 
 def claim_row_with(insert, table, values: dict, key: tuple[str, ...], owner: str, refused: str):
     """:meth:`Backend.claim_row` with the engine's ``insert`` (each dialect has its own

@@ -241,6 +241,10 @@ class PostgreSQLBackend(Backend):
         session.execute(select(func.pg_advisory_xact_lock(
             func.hashtextextended(literal(subscription_id), seed))))
 
+    def allow_audit_purge(self, connection) -> None:
+        # Read by the audit_log trigger (migration 0024); LOCAL: it ends with the transaction.
+        connection.execute(text("SET LOCAL webhooks.audit_purge = 'on'"))
+
     def skip_locked(self, statement):
         return statement.with_for_update(skip_locked=True)
 

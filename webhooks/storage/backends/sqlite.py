@@ -134,6 +134,9 @@ class SQLiteBackend(Backend):
     def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:
         return None  # one writer at a time
 
+    def allow_audit_purge(self, connection) -> None:
+        return None  # its trigger refuses UPDATE only (migration 0024)
+
     def skip_locked(self, statement):
         return statement  # one writer at a time
 

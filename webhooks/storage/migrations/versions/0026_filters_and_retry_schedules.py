@@ -6,15 +6,15 @@
 - ``subscriptions.retry_schedule`` (nullable JSON): its retry delays in seconds; null on
   every existing row (the service's ladder, WEBHOOKS_RETRY_DELAYS, as before).
 
-Revision ID: 0024
-Revises: 0023
+Revision ID: 0026
+Revises: 0025
 Create Date: 2026-11-28
 """
 from alembic import op
 import sqlalchemy as sa
 
-revision = "0024"
-down_revision = "0023"
+revision = "0026"
+down_revision = "0025"
 branch_labels = None
 depends_on = None
 
