@@ -128,3 +128,34 @@ def test_the_failure_kind_reaches_the_policy(monkeypatch):
     failed = policy.next_step(1, None, "email.sent", RULES, error_kind="dns")
     assert failed.status == "failed" and failed.outcome is Outcome.PERMANENT_FAILURE
     assert policy.next_step(1, None, "email.sent", RULES, error_kind="timeout").status == "pending"
+
+
+# --- a subscription's own retry schedule (CONTRACT 10.4) ------------------------------------
+def scheduled(attempt, schedule, status=500, room=True):
+    return next_step(attempt, status, "email.sent", RULES, countdown_room=lambda: room,
+                     schedule=schedule)
+
+
+def test_a_schedule_of_two_delays_is_dead_at_the_third_attempt():
+    assert [scheduled(n, [1, 1]).retry_after for n in (1, 2)] == [1, 1]
+    assert [scheduled(n, [1, 1]).outcome for n in (1, 2, 3)] == [
+        Outcome.RETRY, Outcome.RETRY, Outcome.DEAD]
+
+
+def test_a_schedule_replaces_the_ladder_and_its_carriers_follow_it():
+    week = [604800] * 20
+    assert scheduled(20, week).retry_after == 604800
+    assert scheduled(20, week).wait is Wait.PARKED  # longer than the countdown limit
+    assert scheduled(21, week).outcome is Outcome.DEAD
+    assert scheduled(1, [5, 3600]).wait is Wait.COUNTDOWN
+    assert scheduled(2, [5, 3600]).wait is Wait.PARKED
+
+
+def test_no_schedule_keeps_the_ladder():
+    assert [scheduled(n, None).retry_after for n in range(1, 6)] == list(LADDER)
+    assert scheduled(6, None).outcome is Outcome.DEAD
+
+
+def test_a_schedule_changes_no_final_answer():
+    assert scheduled(1, [1, 1], status=200).outcome is Outcome.SUCCESS
+    assert scheduled(1, [1, 1], status=404).outcome is Outcome.PERMANENT_FAILURE

@@ -47,7 +47,7 @@ def test_create_and_change_take_the_editable_options_stored_as_given():
     assert "in_flight_limit" not in SETTABLE  # read-only
     assert "signature_scheme" not in SETTABLE  # applied with a new secret (services)
     assert set(changes.SETTINGS) == {"event_types", "description", "headers", *SETTABLE,
-                                     "client_certificate", "oauth2"}
+                                     "client_certificate", "oauth2", "filter", "retry_schedule"}
 
 
 def test_the_claim_loads_every_claimed_option_by_name():

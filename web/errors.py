@@ -17,7 +17,7 @@ from flask import Flask, Response, current_app, has_request_context, jsonify, re
 from flask_limiter import RateLimitExceeded
 from werkzeug.exceptions import HTTPException
 
-from webhooks.errors import Conflict, InvalidCredential, InvalidEvent, NotFound
+from webhooks.errors import Conflict, InvalidCredential, InvalidEvent, InvalidFilter, NotFound
 
 __all__ = [
     "ApiError", "error_response", "register_error_handlers", "too_many_requests",
@@ -140,6 +140,11 @@ def register_error_handlers(app: Flask) -> None:
         # Its message starts with the field's name (client_certificate.private_key): as it is.
         message = str(error).rstrip(".") + "."
         return error_response(400, error.code, message)
+
+    @app.errorhandler(InvalidFilter)
+    def _invalid_filter(error: InvalidFilter):
+        # Its message starts with where in the filter (filter["data.amount"]["$gt"]): as it is.
+        return error_response(400, error.code, str(error).rstrip(".") + ".")
 
     @app.errorhandler(Conflict)
     def _conflict(error: Conflict):

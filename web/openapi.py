@@ -20,6 +20,7 @@ from flask import Flask
 
 from webhooks.config import get_settings
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.json_schemas import data_schemas
 from webhooks.events.schemas import CanonicalUUID, Timestamp
 
 from .api.prefix import API_PREFIX
@@ -128,6 +129,9 @@ def build_openapi(app: Flask) -> dict:
         spec.path(path=path, operations=operations)
     document = spec.to_dict()
     _fix_patterns(document)
+    # The event types' data as JSON Schema draft 2020-12 (GET /event-types answers the same),
+    # beside the 3.0 components, whose dialect differs (type lists, nullable).
+    document["x-event-schemas"] = data_schemas()
     return document
 
 

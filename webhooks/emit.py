@@ -5,6 +5,9 @@ subscription; the deliver messages are handed to the process's publisher
 (webhooks/broker/outbox.py) only after that transaction commits (a worker must never look
 for a row it cannot see yet), and emit_event returns once the broker took
 them. If publishing fails, the deliveries are parked and the sweep sends them.
+A subscription with a ``filter`` (events/filters.py) gets a delivery only for an
+event its filter accepts, decided here before any row is written (``_accepting``,
+and on PostgreSQL's one statement ``_filter_values``).
 On PostgreSQL, calls of one process's threads that come together (no session,
 no ordering key) share that transaction: group commit (``_emits``).
 """
@@ -15,10 +18,12 @@ import dataclasses
 import datetime as dt
 import functools
 import itertools
+import json
 import logging
 import threading
 from collections.abc import Mapping, Sized
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from sqlalchemy import bindparam, insert, select
 from sqlalchemy.engine import Connection
@@ -29,6 +34,7 @@ from webhooks.broker import outbox
 from webhooks.broker.outbox import publish_after_commit
 from webhooks.config import Settings, get_settings, tracing
 from webhooks.errors import InvalidEvent, NotFound
+from webhooks.events.filters import Filter, parse_stored
 from webhooks.events.inputs import envelope_bytes, validate_input, validate_ordering_key
 from webhooks.events.samples import sample_data
 from webhooks.lifecycle import group_commit, ordering, transitions
@@ -78,6 +84,7 @@ _TARGETS = (
         subscriptions_table.c.status,
         subscriptions_table.c.event_types,
         _HAS_WAITING,
+        subscriptions_table.c.filter,
     )
     .select_from(
         accounts_table.outerjoin(
@@ -141,9 +148,18 @@ def _stored_event(connection: Connection, which) -> tuple[EmittedEvent | None, l
                         tuple(row.id for row in rows)), first_message
 
 
-def _targets(connection: Connection, account_id: str, event_type: str) -> list[tuple[str, str, bool]]:
-    """(subscription id, status, has waiting deliveries) of the account's live
-    subscriptions that want this type.
+class Target(NamedTuple):
+    """A subscription an event of its type may go to: its id, status, whether deliveries
+    already wait for a free slot of it, and its filter (None: it takes every event)."""
+
+    subscription_id: str
+    status: str
+    has_waiting: bool
+    filter: Filter | None = None
+
+
+def _targets(connection: Connection, account_id: str, event_type: str) -> list[Target]:
+    """The account's live subscriptions that want this type, each with its filter.
 
     One query answers both "does the account exist" and "who subscribed".
     """
@@ -151,10 +167,20 @@ def _targets(connection: Connection, account_id: str, event_type: str) -> list[t
     if not rows:
         raise NotFound(f"account {account_id} does not exist")
     return [
-        (sub_id, status, bool(waiting))
-        for _, sub_id, status, types, waiting in rows
+        Target(sub_id, status, bool(waiting), None if chosen is None else parse_stored(chosen))
+        for _, sub_id, status, types, waiting, chosen in rows
         if sub_id is not None and (types is None or event_type in types)
     ]
+
+
+def _accepting(targets: list[Target], body: bytes) -> list[Target]:
+    """The targets whose filter accepts the event whose envelope is ``body`` (its JSON,
+    read only when some target has a filter: what the receiver would get)."""
+    if all(target.filter is None for target in targets):
+        return targets
+    envelope = json.loads(body)
+    return [target for target in targets
+            if target.filter is None or target.filter.accepts(envelope)]
 
 
 def _store(
@@ -165,7 +191,7 @@ def _store(
     event_id: str,
     created_at: dt.datetime,
     idempotency_key: str | None,
-    targets: list[tuple[str, str, bool]],
+    targets: list[Target],
     settings: Settings,
     ordering_key: str | None = None,
     rows_to_insert: list | None = None,
@@ -182,6 +208,7 @@ def _store(
             account_id, event_type, body, event_id, created_at, idempotency_key, settings))
     if not inserted:
         return _existing(connection, account_id, idempotency_key), []
+    targets = _accepting(targets, body)  # a refused event costs that subscription no row
     # The event's place among the account's events with its key (ordering.py): taken
     # after the event is known to be new, and locked until this transaction ends. An
     # event that no subscription takes has nothing to order: it takes no number, and
@@ -189,7 +216,7 @@ def _store(
     key_sequence = (None if ordering_key is None or not targets
                     else ordering.next_sequence(connection, account_id, ordering_key))
     rows = []
-    for subscription_id, status, has_waiting in targets:
+    for subscription_id, status, has_waiting, _ in targets:
         held = held_while(status, event_type)
         # Deliveries already wait for a free slot of this subscription (its
         # endpoint is slow or hanging, claim.py): this one queues behind
@@ -504,6 +531,9 @@ def _emit_in_own_transaction(account_id, event_type, data, idempotency_key, sett
     if ordering_key is None and backend_of(get_engine(pre_ping=False)).emits_in_one_statement:
         values = _statement_values(account_id, event_type, data, idempotency_key, settings)
         answer = _emits()(values)
+        if isinstance(answer, _FiltersUnseen):  # nothing stored: again, alone, with them
+            values.update(_filter_values(account_id, event_type, values["body"]))
+            return (*_store_in_one_statement(values), None)
         if isinstance(answer, Exception):  # this caller's own error, from its batch
             raise answer
         return answer
@@ -517,10 +547,56 @@ def _statement_values(account_id, event_type, data, idempotency_key, settings) -
     data = validate_input(account_id, event_type, data, idempotency_key)
     event_id, created_at = new_id(), clock.now()
     body = envelope_bytes(event_id, event_type, data, created_at, settings)
-    return dict(event_id=event_id, account_id=account_id, event_type=event_type,
-                pausable=held_by_pause(event_type), version=settings.version,
-                idempotency_key=idempotency_key, body=body, created_at=created_at,
-                trace_context=tracing.current_trace_context())
+    values = dict(event_id=event_id, account_id=account_id, event_type=event_type,
+                  pausable=held_by_pause(event_type), version=settings.version,
+                  idempotency_key=idempotency_key, body=body, created_at=created_at,
+                  trace_context=tracing.current_trace_context())
+    values.update(_filter_values(account_id, event_type, body))
+    return values
+
+
+# --- filters on the one statement (emit_statement.py) ----------------------------------
+# The filters this process last saw of each (account, event type)'s subscriptions, as
+# stored: {subscription id: filter}, and that as JSON text. The statement refuses to store
+# an event while a filtered subscription's filter is not among those the caller evaluated,
+# and answers it: so an account without filters costs nothing more, and one with filters
+# costs a second statement only when they changed since this process last emitted.
+_KNOWN_FILTERS: dict[tuple[str, str], tuple[dict, str, tuple]] = {}  # (+ (id, tree) pairs)
+_KNOWN_MAX = 10_000  # (account, type) pairs remembered; past it the memory starts over
+_NO_FILTERS = {"considered": "{}", "accepted": "[]"}
+
+
+class _FiltersUnseen(Exception):
+    """The statement stored nothing: these filters ({subscription id: filter}) were not
+    among those evaluated. An Exception so that the batch publishes nothing for it."""
+
+    def __init__(self, filters: dict):
+        super().__init__("filters changed")
+        self.filters = filters
+
+
+def _filter_values(account_id: str, event_type: str, body: bytes) -> dict:
+    """The statement's ``considered`` and ``accepted``: the known filters of the type's
+    subscriptions, evaluated against the envelope ``body``."""
+    known = _KNOWN_FILTERS.get((account_id, event_type))
+    if known is None:
+        return _NO_FILTERS
+    _, text, trees = known
+    envelope = json.loads(body)
+    accepted = [subscription_id for subscription_id, tree in trees if tree.accepts(envelope)]
+    return {"considered": text, "accepted": json.dumps(accepted)}
+
+
+def _learn(account_id: str, event_type: str, filters: dict) -> None:
+    """Remember the filters the statement answered ({subscription id: filter})."""
+    if len(_KNOWN_FILTERS) >= _KNOWN_MAX:
+        _KNOWN_FILTERS.clear()
+    key = (account_id, event_type)
+    known = dict(_KNOWN_FILTERS.get(key, ({}, "", ()))[0])
+    known.update(filters)
+    trees = tuple((subscription_id, parse_stored(chosen)) for subscription_id, chosen in known.items())
+    _KNOWN_FILTERS[key] = (known, json.dumps(known), trees)
+# --- end of filters on the one statement ------------------------------------------------
 
 
 # --- group commit of emit_event's own transactions (group_commit.py) ------------------
@@ -585,11 +661,7 @@ def _store_in_one_statement(values: dict):
     for try_number in (1, 2):
         try:
             with get_autocommit_engine().connect() as connection:
-                stored = store_in_one_statement(connection, **values)
-                answer = _answer(connection, values, stored)
-                if isinstance(answer, Exception):
-                    raise answer
-                return answer
+                return _stored_with_filters_seen(connection, values)
         except OperationalError as exc:
             if try_number == 2 or not exc.connection_invalidated:
                 raise
@@ -598,11 +670,31 @@ def _store_in_one_statement(values: dict):
     raise AssertionError("unreachable")
 
 
+_FILTER_ROUNDS = 5  # statements at most while filters change under an emit (one, nearly always)
+
+
+def _stored_with_filters_seen(connection, values: dict):
+    """The statement, run again with the filters it answered until it stored the event
+    (filters that keep changing under it: the last round's answer is an error)."""
+    for _ in range(_FILTER_ROUNDS):
+        stored = store_in_one_statement(connection, **values)
+        answer = _answer(connection, values, stored)
+        if not isinstance(answer, _FiltersUnseen):
+            break
+        values.update(_filter_values(values["account_id"], values["event_type"], values["body"]))
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
+
+
 def _answer(connection, values: dict, stored):
     """The event and what to publish, from what the statement did (``stored``, for the
     event of ``values``); NotFound, returned, for an unknown account."""
     if not stored.account_found:
         return NotFound(f"account {values['account_id']} does not exist")
+    if stored.filters is not None:  # nothing stored: the caller runs it again with them
+        _learn(values["account_id"], values["event_type"], stored.filters)
+        return _FiltersUnseen(stored.filters)
     if stored.event_stored:
         return _stored(values["event_id"], values["event_type"], values["created_at"], stored)
     return _stored_before(connection, values["event_id"], values["account_id"],
@@ -678,7 +770,8 @@ def send_test(session: Session, subscription: Subscription) -> EmittedEvent:
         data["subscription_id"] = subscription.id
     emitted, dispatches = _emit(
         session, subscription.account_id, "test.ping", data, None, get_settings(),
-        only_subscription=(subscription.id, subscription.status, False),
+        # test.ping ignores the subscription's filter (CONTRACT 10.4): none is passed
+        only_subscription=Target(subscription.id, subscription.status, False),
     )
     session.flush()
     publish_after_commit(session, dispatches)

@@ -11,6 +11,8 @@
      ├── InvalidWindow        (also ValueError) a time window that cannot be used (recover)
      ├── InvalidCredential    (also ValueError) a client certificate or OAuth2 setting that
      │                        cannot be used; ``code`` names the field (API: 400 with it)
+     ├── InvalidFilter        (also ValueError) a subscription's filter that cannot be parsed;
+     │                        the message names where in it (API: 400 ``invalid_filter``)
      └── TransportError       one delivery attempt could not get a response (raised and
           │                   caught inside webhooks.sender.post; recorded as the attempt's error)
           ├── DestinationRefused  the endpoint resolves to an address the guard refuses
@@ -31,6 +33,7 @@ __all__ = [
     "Conflict",
     "InvalidWindow",
     "InvalidCredential",
+    "InvalidFilter",
     "TransportError",
     "DestinationRefused",
     "AttemptTimeout",
@@ -96,3 +99,15 @@ class InvalidCredential(WebhooksError, ValueError):
     def __init__(self, code: str, message: str):
         super().__init__(message)
         self.code = code
+
+
+class InvalidFilter(WebhooksError, ValueError):
+    """A subscription's ``filter`` cannot be used (CONTRACT 10.4, events/filters.py): the
+    message begins with where in the filter (``filter["data.amount"]["$gt"]: ...``), which
+    ``path`` holds alone. The API answers 400 ``invalid_filter``."""
+
+    code = "invalid_filter"
+
+    def __init__(self, message: str, path: str = "filter"):
+        super().__init__(message)
+        self.path = path

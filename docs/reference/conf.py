@@ -4,7 +4,8 @@ Built from the docstrings with autodoc; every warning fails the build
 (``make docs`` runs sphinx-build with ``-W``), so a docstring that does not
 render, or a module that no longer imports, is caught. The ``webhooks-options``
 directive renders the per-subscription options from their declarations
-(``webhooks.tenants.option_reference``), so the page follows each new option.
+(``webhooks.tenants.option_reference``), so the page follows each new option; the
+``webhooks-event-schemas`` directive renders each event type's JSON Schema.
 """
 
 import sys
@@ -48,6 +49,27 @@ class _OptionsDirective(Directive):
         return section.children
 
 
+class _EventSchemasDirective(Directive):
+    """``.. webhooks-event-schemas::``: each event type's JSON Schema, generated at build time
+    from the schemas emit_event validates with (``webhooks.events.json_schemas``)."""
+
+    def run(self):
+        import json
+
+        from webhooks.events.json_schemas import data_schemas
+
+        lines = []
+        for event_type, schema in data_schemas().items():
+            lines += [f".. rubric:: ``{event_type}``", "", ".. code-block:: json", ""]
+            lines += ["   " + line for line in json.dumps(schema, indent=2).splitlines()]
+            lines.append("")
+        section = nodes.container()
+        self.state.nested_parse(StringList(lines, source="webhooks.events.json_schemas"),
+                                self.content_offset, section)
+        return section.children
+
+
 def setup(app):
     app.add_directive("webhooks-options", _OptionsDirective)
+    app.add_directive("webhooks-event-schemas", _EventSchemasDirective)
     return {"parallel_read_safe": True}

@@ -79,7 +79,25 @@ def test_event_types_list_the_catalogue(client):
     assert response.status_code == 200
     body = response.get_json()
     assert list(body) == ["event_types"]
-    assert body["event_types"] == [
+    assert [{"type": item["type"], "description": item["description"]}
+            for item in body["event_types"]] == [
         {"type": t.name, "description": t.description} for t in CATALOGUE
     ]
+    assert all(set(item) == {"type", "description", "schema"} for item in body["event_types"])
     assert len(body["event_types"]) == 15
+
+
+def test_each_event_type_carries_its_json_schema_and_every_sample_validates(client):
+    """CONTRACT 10.4: `schema` on each item of GET /event-types, draft 2020-12; every sample of
+    GET /events/samples validates against its type's; the OpenAPI document lists them."""
+    from jsonschema import Draft202012Validator
+
+    listed = client.get("/api/webhooks/event-types").get_json()["event_types"]
+    schemas = {item["type"]: item["schema"] for item in listed}
+    assert len(schemas) == 15
+    for schema in schemas.values():
+        Draft202012Validator.check_schema(schema)
+    for sample in client.get("/api/webhooks/events/samples").get_json()["samples"]:
+        Draft202012Validator(schemas[sample["type"]]).validate(sample["data"])
+    document = client.get("/api/webhooks/openapi.json").get_json()
+    assert document["x-event-schemas"] == schemas

@@ -130,6 +130,7 @@ def test_the_resource_schemas_match_the_contract(document):
         "next_secret_active_at", "paused_reason", "signature_scheme",
         "public_key", "next_public_key",
         "client_certificate", "oauth2",  # CONTRACT 10.3
+        "filter", "retry_schedule", "retry_schedule_in_force",  # CONTRACT 10.4
     } | {option.name for option in OPTIONS}
     # A standard-ed25519 subscription has no secret in any answer (CONTRACT 10.2).
     assert set(schemas["SubscriptionWithSecret"]["required"]) == set(subscription["required"])

@@ -21,6 +21,7 @@ SUBSCRIPTION_KEYS = {
     "created_at", "headers", "max_in_flight", "in_flight_limit", "rate_limit",
     "next_secret_active_at", "paused_reason", "signature_scheme", "public_key", "next_public_key",
     "client_certificate", "oauth2",  # CONTRACT 10.3, write-only: shown without key or secret
+    "filter", "retry_schedule", "retry_schedule_in_force",  # CONTRACT 10.4
 } | {option.name for option in OPTIONS}
 SECRET_KEYS = {"secret", "next_secret"}
 

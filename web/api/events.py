@@ -12,6 +12,7 @@ from flask import Blueprint, Response, jsonify, request
 from webhooks.config import get_settings
 from webhooks.events.catalogue import CATALOGUE, EVENT_TYPE_NAMES
 from webhooks.events.envelope import build_envelope
+from webhooks.events.json_schemas import data_schema
 from webhooks.events.samples import sample_data
 from webhooks.storage.models import new_id, utcnow
 
@@ -67,12 +68,14 @@ def samples() -> Response:
 @bp.get("/event-types")
 @documented(
     "Event types",
-    description="The catalogue: every event type with when it fires, in catalogue order.",
+    description="The catalogue: every event type with when it fires and the JSON Schema "
+    "(draft 2020-12) of its `data`, in catalogue order.",
     public=True,
     responses={200: ("The event types", EventTypeListSchema)},
 )
 def event_types() -> Response:
     return json_response(
         _EVENT_TYPES,
-        {"event_types": [{"type": t.name, "description": t.description} for t in CATALOGUE]},
+        {"event_types": [{"type": t.name, "description": t.description,
+                          "schema": data_schema(t.name)} for t in CATALOGUE]},
     )

@@ -71,10 +71,12 @@ def _with_default(option: subscriptions.Option) -> str:
     return shown if option.default is None else f"{shown} (default `{option.default}`)"
 
 
-_OPTIONAL_ON_CREATE = _listed(["`headers`", "`client_certificate`", "`oauth2`",
+_OPTIONAL_ON_CREATE = _listed(["`headers`", "`client_certificate`", "`oauth2`", "`filter`",
+                               "`retry_schedule`",
                                *(_with_default(option) for option in _EDITABLE)])
 _PATCHABLE = ", ".join(f"`{name}`" for name in ("url", "event_types", "description", "headers",
-                                                "client_certificate", "oauth2",
+                                                "client_certificate", "oauth2", "filter",
+                                                "retry_schedule",
                                                 *(option.name for option in _EDITABLE)))
 _BACK_TO_DEFAULTS = _listed([f"`{option.name}: null`" for option in _EDITABLE if option.nullable])
 
@@ -84,7 +86,9 @@ _SETTINGS_ERRORS = {400: "`unknown_event_type`: event_types names a type not in 
                          "(the message names each); `invalid_client_certificate`: not PEM, a "
                          "key that does not match the certificate, or an http endpoint; "
                          "`invalid_oauth2`: a missing or malformed field, a refused token_url, "
-                         "or an Authorization entry in headers beside oauth2"}
+                         "or an Authorization entry in headers beside oauth2; "
+                         "`invalid_filter`: a filter that cannot be parsed (the message "
+                         "names where in it, `filter[\"data.amount\"][\"$gt\"]`)"}
 
 
 def _answer(schema, subscription: Subscription, status: int = 200, headers=None) -> Response:
@@ -97,6 +101,8 @@ def _settings_of(body: dict) -> dict:
         require_known_event_types(body["event_types"])
     if "headers" in body:
         require_settable_headers(body["headers"])
+    if "filter" in body:
+        subscriptions.check_filter(body["filter"])  # 400 invalid_filter naming where
     return {name: body[name] for name in subscriptions.SETTINGS if name in body}
 
 

@@ -209,6 +209,14 @@ _RECOVER_TIME_INPUT = {"type": "text", "placeholder": "YYYY-MM-DD HH:MM", "autoc
                        "spellcheck": "false", "size": 16}
 
 
+class FilterTestForm(FlaskForm):
+    """A sample event to try the subscription's filter on (nothing is sent)."""
+
+    event = TextAreaField("Sample event (its envelope, as JSON)",
+                          validators=[DataRequired("Paste an event envelope."),
+                                      Length(max=256 * 1024)])
+
+
 class RecoverForm(FlaskForm):
     """The window of deliveries to recover, in UTC (as every time the dashboard shows)."""
 

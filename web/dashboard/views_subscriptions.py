@@ -5,6 +5,7 @@ views_rotation.py, recover in views_recover.py)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
@@ -13,9 +14,11 @@ from markupsafe import Markup
 from webhooks.config import get_settings
 from webhooks.errors import Conflict, InvalidCredential
 from webhooks.services import pausing, subscriptions as subscription_service, testing
+from webhooks.events.envelope import build_envelope
+from webhooks.events.samples import sample_data
 from webhooks.services.reads import utcnow
 from webhooks.services.rotation import public_keys_at, shown_secrets
-from webhooks.storage.models import Subscription, SubscriptionStatus
+from webhooks.storage.models import Subscription, SubscriptionStatus, new_id
 
 from ..errors import ApiError
 from ..public_url import public_url_for
@@ -24,7 +27,7 @@ from ..targets import check_target_allowed, shown_url, url_to_store
 from ..transaction import db_session
 from . import queries
 from .blueprint import bp, current_account, current_actor, is_read_only
-from .forms import TYPE_DESCRIPTIONS, RecoverForm, RotateForm, SubscriptionForm
+from .forms import TYPE_DESCRIPTIONS, FilterTestForm, RecoverForm, RotateForm, SubscriptionForm
 from .options import facts
 from .secrets_shown import show_once, shows_secrets, take_show_once
 from .views_overview import chart_since, hourly_chart
@@ -131,8 +134,19 @@ def _from_now(moment: dt.datetime | None, now: dt.datetime) -> str:
     return f"in {seconds} second{'' if seconds == 1 else 's'}"
 
 
-def _subscription_page(subscription: Subscription, show_secret: bool):
-    """The subscription's page; with ``show_secret``, its secrets too (secrets_shown.py)."""
+def _sample_envelope(subscription: Subscription) -> str:
+    """A sample event of the first type it takes, as the tester's starting text."""
+    event_type = (subscription.event_types or ["email.sent"])[0]
+    envelope = build_envelope(event_id=new_id(), event_type=event_type,
+                              data=sample_data(event_type), created_at=utcnow(),
+                              version=get_settings().version)
+    return json.dumps(envelope, indent=2, ensure_ascii=False)
+
+
+def _subscription_page(subscription: Subscription, show_secret: bool,
+                       filter_form: FilterTestForm | None = None, verdict=None):
+    """The subscription's page; with ``show_secret``, its secrets too (secrets_shown.py);
+    with ``verdict``, the filter tester's answer to ``filter_form``'s sample."""
     if show_secret and is_read_only():
         abort(403)  # the views refuse first (blueprint.py); this is the last line
     session = db_session()
@@ -152,6 +166,11 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
         key_set_url=public_url_for("public_keys.key_set", account_id=account_id),
         takes_over_in=_from_now(subscription.next_secret_active_at, now),
         option_facts=facts(subscription),
+        filter_json=(None if subscription.filter is None
+                     else json.dumps(subscription.filter, indent=2, ensure_ascii=False)),
+        retry_schedule=subscription_service.retry_schedule_in_force(subscription),
+        filter_form=filter_form or FilterTestForm(event=_sample_envelope(subscription)),
+        verdict=verdict,
         credentials=subscription_service.shown_credentials(subscription),
         certificate_expires_soon=subscription_service.certificate_expires_soon(subscription, now),
         warning_days=subscription_service.EXPIRY_WARNING_DAYS,
@@ -175,6 +194,17 @@ def _subscription_page(subscription: Subscription, show_secret: bool):
 @bp.get("/subscriptions/<subscription_id>")
 def subscription(subscription_id: str):
     return _subscription_page(_own(subscription_id), show_secret=False)
+
+
+@bp.post("/subscriptions/<subscription_id>/filter-test")
+def test_filter(subscription_id: str):
+    """Would this sample event be delivered? The subscription's page with the answer; nothing
+    is emitted or changed (a read-only session sees no tester: every POST is refused it)."""
+    subscription = _own(subscription_id)
+    form = FilterTestForm()
+    verdict = (subscription_service.filter_verdict(subscription, form.event.data)
+               if form.validate_on_submit() else None)
+    return _subscription_page(subscription, show_secret=False, filter_form=form, verdict=verdict)
 
 
 @bp.route("/subscriptions/<subscription_id>/secret", methods=["GET", "POST"])

@@ -25,6 +25,10 @@ __all__ = [
 class EventTypeSchema(Schema):
     type = fields.String(required=True, validate=validate.OneOf(EVENT_TYPE_NAMES))
     description = fields.String(required=True)
+    schema = fields.Dict(required=True, metadata={
+        "description": "the JSON Schema (draft 2020-12) of this type's `data`, generated from "
+                       "the schema emit_event validates with: emit_event refuses what it "
+                       "refuses. The document's `x-event-schemas` holds the same, by type"})
 
 
 class EventTypeListSchema(Schema):

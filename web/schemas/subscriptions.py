@@ -18,10 +18,14 @@ import datetime as dt
 from marshmallow import Schema, ValidationError, fields, validate
 
 from webhooks.events.catalogue import EVENT_TYPE_NAMES
+from webhooks.events.filters import MAX_BYTES as FILTER_MAX_BYTES
+from webhooks.events.filters import MAX_DEPTH as FILTER_MAX_DEPTH
 from webhooks.events.fields import StrictInteger
 from webhooks.services.rotation import ACTIVATE_IN_MAX, public_keys_at, shown_secrets
 from webhooks.services.pausing import PauseReason
-from webhooks.services.subscriptions import custom_headers, option_values, shown_credentials
+from webhooks.services.subscriptions import (custom_headers, option_values,
+                                             retry_schedule_in_force, retry_schedules,
+                                             shown_credentials)
 from webhooks.storage.models import Subscription, SubscriptionStatus, utcnow
 
 from ..targets import MAX_URL_LENGTH, shown_url, url_problem
@@ -180,6 +184,38 @@ _OAUTH2_SHOWN = fields.Dict(
     metadata={"description": "null, or `oauth2` as set, without `client_secret`"})
 
 
+_FILTER_DESCRIPTION = (
+    "a payload filter: the events of its types this subscription receives (the others "
+    "create no delivery for it); null (the default) receives every one. Keys are dotted "
+    "paths into the envelope (`type`, `data.to_email`, `data.a.b`; a whole number indexes a "
+    "list) whose value is a literal (equal to it) or an object with one operator of `$eq`, "
+    "`$ne`, `$gt`, `$gte`, `$lt`, `$lte`, `$in`, `$nin` (lists), `$exists` (boolean), "
+    "`$prefix` (string); or `$and`, `$or` (lists of filters), `$not` (a filter). All keys "
+    f"must hold. At most {FILTER_MAX_BYTES} bytes as JSON and {FILTER_MAX_DEPTH} levels "
+    "deep; anything else answers `invalid_filter` naming where. docs/filters.md")
+
+
+def _filter(**kwargs) -> fields.Raw:
+    """A filter (webhooks/events/filters.py), checked by the view: 400 ``invalid_filter``."""
+    return fields.Raw(allow_none=True, metadata={"type": "object",
+                                                 "description": _FILTER_DESCRIPTION}, **kwargs)
+
+
+def _retry_schedule(**kwargs) -> fields.List:
+    """1 to MAX_STEPS whole seconds, each 1 to MAX_DELAY, or null (the service's ladder)."""
+    return fields.List(
+        StrictInteger(validate=validate.Range(min=1, max=retry_schedules.MAX_DELAY)),
+        allow_none=True, validate=validate.Length(min=1, max=retry_schedules.MAX_STEPS),
+        metadata={"description": "its own retry delays in seconds (1 to "
+                                 f"{retry_schedules.MAX_STEPS} of them, each 1 to "
+                                 f"{retry_schedules.MAX_DELAY:,}): after failed attempt n the "
+                                 "next waits the n-th; a delivery is `dead` after one "
+                                 "attempt more than the list is long. null (the default): the "
+                                 "service's ladder, WEBHOOKS_RETRY_DELAYS. Applies from each "
+                                 "delivery's next attempt on"},
+        **kwargs)
+
+
 @with_request_options(create=True)
 class SubscriptionCreateSchema(Schema):
     """Body of ``POST /subscriptions``; unknown fields are refused."""
@@ -190,6 +226,8 @@ class SubscriptionCreateSchema(Schema):
     headers = _headers(load_default=dict)
     client_certificate = _client_certificate()
     oauth2 = _oauth2()
+    filter = _filter(load_default=None)
+    retry_schedule = _retry_schedule(load_default=None)
 
 
 @with_request_options(create=False)
@@ -202,6 +240,8 @@ class SubscriptionUpdateSchema(Schema):
     headers = _headers()
     client_certificate = _client_certificate()
     oauth2 = _oauth2()
+    filter = _filter()
+    retry_schedule = _retry_schedule()
 
 
 @with_answer_options
@@ -248,6 +288,16 @@ class SubscriptionSchema(Schema):
                                  "over at `next_secret_active_at`; null when none is staged"})
     client_certificate = _CERTIFICATE_SHOWN
     oauth2 = _OAUTH2_SHOWN
+    filter = fields.Raw(required=True, allow_none=True, metadata={
+        "type": "object", "description": "its payload filter as set; null: every event of "
+                                         "its types"})
+    retry_schedule = fields.List(fields.Integer(), required=True, allow_none=True, metadata={
+        "description": "its retry delays in seconds as set; null: the service's ladder"})
+    retry_schedule_in_force = fields.List(fields.Integer(), required=True, metadata={
+        "description": "the retry delays in seconds its deliveries follow now: "
+                       "`retry_schedule`, or the service's ladder (WEBHOOKS_RETRY_DELAYS) "
+                       "when that is null; a delivery is `dead` after one attempt more than "
+                       "there are delays. Read-only"})
 
 
 class SubscriptionWithSecretSchema(SubscriptionSchema):
@@ -303,6 +353,9 @@ def subscription_resource(subscription: Subscription, now: dt.datetime | None = 
         "headers": subscription.headers or {},
         **option_values(subscription),
         **shown_credentials(subscription),
+        "filter": subscription.filter,
+        "retry_schedule": subscription.retry_schedule,
+        "retry_schedule_in_force": list(retry_schedule_in_force(subscription)),
         "public_key": None,
         "next_public_key": None,
     }

@@ -46,6 +46,15 @@ DATE_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 LABEL_RE = re.compile(r"[a-z][a-z0-9_]*\Z")
 PHONE_RE = re.compile(r"\+[1-9][0-9]{6,14}\Z")  # E.164
 CURRENCY_RE = re.compile(r"[A-Z]{3}\Z")         # ISO 4217 alphabetic code
+# The same rules as JSON Schema patterns (ECMA 262: anchored here, as fullmatch is), for the
+# event schemas (json_schemas.py): a calendar date (leap years included; year 0 is not one,
+# as for Python's date), a UTC time of day, a canonical UUID.
+_YEAR = r"(?!0000)[0-9]{4}"
+_LEAP_YEAR = r"(?!0000)(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+CALENDAR_DATE_PATTERN = (
+    rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|"
+    rf"[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)")
+_TIME_OF_DAY = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
 HOSTNAME_RE = re.compile(
     r"(?=.{4,253}\Z)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?\Z"
 )
@@ -109,6 +118,8 @@ class StrictList(_Required, fields.List):
 class CanonicalUUID(StrictString):
     """A UUID string in canonical form: lowercase, hyphenated, 36 characters."""
 
+    json_schema = {"format": "uuid", "pattern": f"^{UUID_RE.pattern}$"}  # json_schemas.py
+
     default_error_messages = {"invalid_uuid": "Not a canonical UUID (lowercase, hyphenated)."}
 
     def _deserialize(self, value, attr, data, **kwargs):
@@ -137,6 +148,10 @@ class Timestamp(StrictString):
                  **kwargs):
         super().__init__(**kwargs)
         self.suffix, self.accepts = suffix, accepts
+        offsets = "|".join(re.escape(utc) for utc in accepts)
+        self.json_schema = {  # json_schemas.py: the same rule, as a pattern
+            "format": "date-time",
+            "pattern": f"^{CALENDAR_DATE_PATTERN}T{_TIME_OF_DAY}(?:{offsets})$"}
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)

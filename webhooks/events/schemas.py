@@ -70,6 +70,14 @@ class ReplyReceivedSchema(_DataSchema):
     received_at = Timestamp()
     contact_id = CanonicalUUID()
 
+    # _check_channel's rule as JSON Schema (json_schemas.py): keep the two together.
+    json_schema_rules = [
+        {"if": {"properties": {"channel": {"const": "email"}}, "required": ["channel"]},
+         "then": {"properties": {"from_email": {"type": "string"}, "phone": {"type": "null"}}}},
+        {"if": {"properties": {"channel": {"enum": ["sms", "chat"]}}, "required": ["channel"]},
+         "then": {"properties": {"phone": {"type": "string"}}}},
+    ]
+
     @validates_schema
     def _check_channel(self, data, **kwargs):
         # The sender's address follows from the channel: an email reply has an
@@ -129,6 +137,13 @@ class ConversionRecordedSchema(_DataSchema):
     amount_minor = integer(0, 10**15, allow_none=True)
     currency = pattern(CURRENCY_RE, 3, "Must be an ISO 4217 code such as USD.", allow_none=True)
     converted_at = Timestamp()
+
+    # _check_amount's rule as JSON Schema (json_schemas.py): keep the two together.
+    json_schema_rules = [
+        {"if": {"properties": {"amount_minor": {"type": "null"}}, "required": ["amount_minor"]},
+         "then": {"properties": {"currency": {"type": "null"}}},
+         "else": {"properties": {"currency": {"type": "string"}}}},
+    ]
 
     @validates_schema
     def _check_amount(self, data, **kwargs):

@@ -48,7 +48,10 @@ PAUSED_SUBSCRIPTION = SubscriptionStatus.PAUSED.value
 # Beside the three of every subscription, the options declared in tenants/options.py.
 SETTINGS = {"event_types": None, "description": None, "headers": None, **SETTABLE,
             # the credentials its receiver requires, stored as tenants/credentials.py makes them
-            "client_certificate": None, "oauth2": None}
+            "client_certificate": None, "oauth2": None,
+            # what it receives and how it retries (CONTRACT 10.4): events/filters.py and
+            # tenants/retry_schedules.py; None: every event of its types, the service's ladder
+            "filter": None, "retry_schedule": None}
 
 
 def create_subscription(

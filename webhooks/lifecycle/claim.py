@@ -75,6 +75,9 @@ class Claim:
     # The credentials its receiver requires (tenants/credentials.py), as stored; None: none.
     client_certificate: Mapping[str, str] | None = None
     oauth2: Mapping[str, str] | None = None
+    # Its own retry delays in seconds (tenants/retry_schedules.py), as stored when claimed;
+    # None: the service's ladder. policy.next_step reads it.
+    retry_schedule: Sequence[int] | None = None
     # The subscription's stored values (None: null) of the options declared ``claimed``
     # (tenants/options.py), by name: what an attempt uses beside the fields above.
     options: Mapping[str, object] = field(default_factory=dict)
@@ -162,6 +165,7 @@ _LOADED = (events.c.body, events.c.version, subscriptions.c.url,
            subscriptions.c.signature_scheme,
            staged_secret(subscriptions, _NOW).label("staged_secret"),
            subscriptions.c.client_certificate, subscriptions.c.oauth2,
+           subscriptions.c.retry_schedule,
            *(subscriptions.c[name] for name in CLAIMED))
 _TAKEN = (deliveries.c.subscription_id, deliveries.c.event_id, deliveries.c.event_type,
           deliveries.c.paced, deliveries.c.ordering_key, deliveries.c.key_sequence,
@@ -225,6 +229,7 @@ def _claimed(delivery_id: str, attempt_count: int, row) -> Claim:
                  signature_scheme=loaded["signature_scheme"] or "service",
                  staged_secret=loaded["staged_secret"],
                  client_certificate=loaded["client_certificate"], oauth2=loaded["oauth2"],
+                 retry_schedule=loaded["retry_schedule"],
                  options={name: loaded[name] for name in CLAIMED},
                  trace_context=loaded["trace_context"])
 

@@ -19,6 +19,15 @@ The rules are the ones ``emit._store`` applies, in SQL:
 - ``paused`` for a paused subscription unless the type is never held
   (states.held_by_pause); waiting for a slot, without a message, behind
   deliveries already waiting for one (claim.py);
+- a subscription with a ``filter`` (events/filters.py) gets a delivery only if the
+  caller evaluated that very filter and it accepted the event: the caller passes
+  ``considered`` (a JSON object, the filters it evaluated by subscription id) and
+  ``accepted`` (a JSON array of the ids whose filter accepted). A filtered subscription
+  whose filter is not among those considered (the caller had not seen it, or it changed
+  since) stores nothing at all, and the statement answers that subscription's filter
+  (``filters``): the caller evaluates it and runs the statement again. A filter is
+  Python, evaluated by the caller; the statement only checks that the caller's
+  evaluation is of the filters stored now;
 - an event whose idempotency key the account used before is not stored
   again. ``ON CONFLICT DO NOTHING`` has no target on purpose: it also covers
   the event's own id, so a call repeated after its connection dropped
@@ -30,8 +39,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import NamedTuple
 
-from sqlalchemy import (Boolean, Integer, String, and_, bindparam, case, false, func, literal, null,
-                        select, true)
+from sqlalchemy import (Boolean, Integer, String, Text, and_, bindparam, case, cast, false, func,
+                        literal, null, select, true, type_coerce)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, insert
 from sqlalchemy.engine import Connection
 
@@ -54,6 +63,14 @@ _CREATED = bindparam("created_at", type_=UTCDateTime)
 _PAUSABLE = bindparam("pausable", type_=Boolean)
 # The traceparent of the event's emit span, stored with each delivery (null: tracing off).
 _TRACE_CONTEXT = bindparam("trace_context", type_=String(55))
+# The filters the caller evaluated, {subscription id: filter} as JSON text, and the ids of
+# those that accepted the event, a JSON array as text (text, not arrays: the batch passes
+# one value per event, and unnest flattens an array of arrays). Each is read as JSONB once
+# per statement (an uncorrelated scalar subquery is an InitPlan), not once per target row.
+_CONSIDERED = type_coerce(
+    select(cast(bindparam("considered", type_=Text), JSONB)).scalar_subquery(), JSONB)
+_ACCEPTED = type_coerce(
+    select(cast(bindparam("accepted", type_=Text), JSONB)).scalar_subquery(), JSONB)
 
 
 class Stored(NamedTuple):
@@ -64,10 +81,14 @@ class Stored(NamedTuple):
     account_found: bool
     event_stored: bool
     deliveries: list[tuple[str, str, bool]]
+    # {subscription id: filter} of the filtered subscriptions the caller had not evaluated
+    # (nothing was stored then); None when there were none.
+    filters: dict | None = None
 
 
 def _steps():
-    """The statement's CTEs: (the account, the event inserted, the deliveries inserted)."""
+    """The statement's CTEs: (the account, the event inserted, the deliveries inserted), and
+    the filters the caller has yet to evaluate (a scalar: null when none)."""
     # A deleted account (DELETE /accounts/<id>) takes no event: as an unknown one.
     account = select(_accounts.c.id).where(_accounts.c.id == _ACCOUNT_ID,
                                            _accounts.c.deleted_at.is_(None)).cte("account")
@@ -76,18 +97,25 @@ def _steps():
         select(_subscriptions.c.id, _subscriptions.c.status,
                select(waiting_one.c.id)
                .where(waiting_one.c.subscription_id == _subscriptions.c.id, waiting(waiting_one))
-               .exists().label("has_waiting"))
+               .exists().label("has_waiting"),
+               _subscriptions.c.filter.cast(JSONB).label("filter"))
         .where(_subscriptions.c.account_id == _ACCOUNT_ID, _subscriptions.c.deleted_at.is_(None),
                _subscriptions.c.event_types.is_(None)
                | _subscriptions.c.event_types.cast(JSONB).has_key(_TYPE))
         .cte("targets"))
+    # A filtered target whose filter the caller did not evaluate as it is stored now.
+    unseen = and_(targets.c.filter.is_not(None),
+                  _CONSIDERED.op("->")(targets.c.id).is_distinct_from(targets.c.filter))
+    unseen_filters = (select(func.jsonb_object_agg(targets.c.id, targets.c.filter))
+                      .where(unseen).scalar_subquery())
     event = (
         insert(_events)
         .from_select(["id", "account_id", "type", "version", "idempotency_key", "body", "created_at"],
                      select(bindparam("event_id", type_=String(36)), account.c.id, _TYPE,
                             bindparam("version", type_=String(10)),
                             bindparam("idempotency_key", type_=String(255)),
-                            bindparam("body", type_=_events.c.body.type), _CREATED))
+                            bindparam("body", type_=_events.c.body.type), _CREATED)
+                     .where(~select(targets.c.id).where(unseen).exists()))
         .on_conflict_do_nothing()
         .returning(_events.c.id)
         .cte("event"))
@@ -99,25 +127,27 @@ def _steps():
                _TYPE, case((and_(paused, _PAUSABLE), PAUSED), else_=PENDING),
                literal(0), case((queued, null()), else_=_CREATED), queued, null(), null(),
                false(), _TRACE_CONTEXT, _CREATED, _CREATED)
-        .select_from(event.join(targets, true())),
+        .select_from(event.join(targets, true()))
+        .where(targets.c.filter.is_(None) | _ACCEPTED.has_key(targets.c.id)),
         ["id", "account_id", "event_id", "subscription_id", "event_type", "status",
          "attempt_count", "next_attempt_at", "parked", "claimed_at", "replay_of", "paced",
          "trace_context", "created_at", "updated_at"],
     ).cte("delivered")
-    return account, event, delivered
+    return account, event, delivered, unseen_filters
 
 
-def _found(account, event) -> tuple:
+def _found(account, event, unseen_filters) -> tuple:
     return (select(func.count()).select_from(account).scalar_subquery().label("account_found"),
-            select(func.count()).select_from(event).scalar_subquery().label("event_stored"))
+            select(func.count()).select_from(event).scalar_subquery().label("event_stored"),
+            unseen_filters.label("filters"))
 
 
 def _statement() -> PreparedStatement:
     """One row per delivery stored (one row of nulls if none), each with the two answers."""
-    account, event, delivered = _steps()
+    account, event, delivered, unseen_filters = _steps()
     one = select(literal(1).label("one")).subquery("one")
     return PreparedStatement.from_core("emit", select(
-        *_found(account, event), delivered.c.id, delivered.c.status, delivered.c.parked,
+        *_found(account, event, unseen_filters), delivered.c.id, delivered.c.status, delivered.c.parked,
     ).select_from(one.outerjoin(delivered, true())))
 
 
@@ -126,13 +156,14 @@ def _batched() -> BatchedStatement:
     one statement and one commit (storage/batched.py). A function's statement answers
     one row: the deliveries come as three arrays, aggregated in one scan, so their
     orders agree (null arrays: no delivery)."""
-    account, event, delivered = _steps()
+    account, event, delivered, unseen_filters = _steps()
     id_type, status_type = _deliveries.c.id.type, _deliveries.c.status.type
-    main = select(*_found(account, event), func.array_agg(delivered.c.id).label("ids"),
+    main = select(*_found(account, event, unseen_filters), func.array_agg(delivered.c.id).label("ids"),
                   func.array_agg(delivered.c.status).label("statuses"),
                   func.array_agg(delivered.c.parked).label("parked")).select_from(delivered)
     return BatchedStatement("emits", Body(main=main, returns=[
-        ("account_found", Integer()), ("event_stored", Integer()), ("ids", ARRAY(id_type)),
+        ("account_found", Integer()), ("event_stored", Integer()), ("filters", JSONB()),
+        ("ids", ARRAY(id_type)),
         ("statuses", ARRAY(status_type)), ("parked", ARRAY(Boolean()))]))
 
 
@@ -143,16 +174,19 @@ _EMIT_MANY = _batched()
 def store_in_one_statement(connection: Connection, *, event_id: str, account_id: str,
                            event_type: str, pausable: bool, version: str,
                            idempotency_key: str | None, body: bytes,
-                           created_at: dt.datetime, trace_context: str | None = None) -> Stored:
+                           created_at: dt.datetime, trace_context: str | None = None,
+                           considered: str = "{}", accepted: str = "[]") -> Stored:
     """Run the statement on ``connection`` (autocommit: it commits as it returns).
-    ``trace_context``: the traceparent stored with each delivery (tracing.py), or None."""
+    ``trace_context``: the traceparent stored with each delivery (tracing.py), or None;
+    ``considered`` and ``accepted``: JSON texts, as the module's docstring says."""
     rows = execute_together(connection, [(_EMIT, dict(
         event_id=event_id, account_id=account_id, event_type=event_type, pausable=pausable,
         version=version, idempotency_key=idempotency_key, body=body, created_at=created_at,
-        trace_context=trace_context))])
-    account_found, event_stored = rows[0][0], rows[0][1]
+        trace_context=trace_context, considered=considered, accepted=accepted))])
+    account_found, event_stored, filters = rows[0][0], rows[0][1], rows[0][2]
     return Stored(bool(account_found), bool(event_stored),
-                  [(d_id, status, parked) for _, _, d_id, status, parked in rows if d_id is not None])
+                  [(d_id, status, parked) for _, _, _, d_id, status, parked in rows
+                   if d_id is not None], filters)
 
 
 def store_many_in_one_statement(connection: Connection, items: list[dict]) -> list[Stored]:
@@ -162,5 +196,5 @@ def store_many_in_one_statement(connection: Connection, items: list[dict]) -> li
     autocommit connection one transaction, committed (durably) as it returns."""
     rows = _EMIT_MANY.run(connection, items)
     return [Stored(bool(found), bool(stored),
-                   list(zip(ids, statuses, parked)) if ids is not None else [])
-            for found, stored, ids, statuses, parked in rows]
+                   list(zip(ids, statuses, parked)) if ids is not None else [], filters)
+            for found, stored, filters, ids, statuses, parked in rows]

@@ -11,7 +11,11 @@ it moved (atomically, in the database: record.py).
 
 The ladder is a tuple of seconds (``Rules.ladder``): after failed attempt *n*
 the next attempt waits ``ladder[n-1]`` seconds; a failure of the attempt after
-the ladder's last step makes the delivery dead (docs/api.md, "Statuses").
+the ladder's last step makes the delivery dead (docs/api.md, "Statuses"). A
+subscription's own ``retry_schedule`` (CONTRACT 10.4, tenants/retry_schedules.py)
+replaces the service's ladder for its deliveries: :func:`next_step` takes it, as
+claimed with the attempt, so a schedule changed meanwhile applies from the next
+attempt on.
 
 Two answers depart from the plain ladder (CONTRACT 9.4, docs/endpoint-aware.md):
 a 429 or 503 whose ``Retry-After`` asks for a longer wait gets it (capped by
@@ -24,7 +28,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from webhooks.lifecycle.retry_after import HONOURED_STATUSES
 from webhooks.states import DeliveryStatus, PauseReason, held_by_pause
@@ -140,9 +144,13 @@ _FINAL = {
 
 def next_step(attempt_number: int, status_code: int | None, event_type: str, rules: Rules,
               countdown_room: Callable[[], bool] = lambda: True,
-              error_kind: str | None = None, requested_wait: float | None = None) -> Step:
+              error_kind: str | None = None, requested_wait: float | None = None,
+              schedule: Sequence[int] | None = None) -> Step:
     """The step after attempt ``attempt_number`` got ``status_code`` (None: no response, for
     the reason ``error_kind``).
+
+    ``schedule``: the subscription's own retry delays (seconds), which replace
+    ``rules.ladder``; None: the ladder.
 
     ``requested_wait`` is the wait in seconds the receiver's ``Retry-After``
     asked for (lifecycle/retry_after.py), followed on a 429 or 503 only: a retry
@@ -159,7 +167,7 @@ def next_step(attempt_number: int, status_code: int | None, event_type: str, rul
         gone = status_code == GONE and held_by_pause(event_type)  # test.ping never pauses
         return Step(outcome, status.value, None, Wait.NONE, counter, status.value,
                     PauseReason.GONE if gone else None)
-    delay = retry_delay(attempt_number, rules.ladder)
+    delay = retry_delay(attempt_number, rules.ladder if schedule is None else tuple(schedule))
     if delay is not None and status_code in RETRY_AFTER_STATUSES:
         delay = with_retry_after(delay, requested_wait, rules.retry_after_max)
     if delay is None:

@@ -323,7 +323,8 @@ def _record(engine, claim, result, started_at, settings) -> _Finished | None:
             engine, lambda connection: _budget(settings.countdown_max).take(connection, now),
             "reading the countdown budget"),
         error_kind=result.error_kind,
-        requested_wait=retry_after_seconds(result.retry_after, now))
+        requested_wait=retry_after_seconds(result.retry_after, now),
+        schedule=claim.retry_schedule)
     attempt = dict(
         claim=claim, step=step, rules=rules, started_at=started_at, now=now,
         duration_ms=result.duration_ms, status_code=result.status_code,

@@ -7,12 +7,15 @@ without a query), so callers answer them all with the same 404.
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import NamedTuple
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from webhooks.config import get_settings
+from webhooks.events.filters import parse_filter, parse_stored
 from webhooks.lifecycle import adaptive_pace, changes
 from webhooks.services import audit
 from webhooks.services.audit import Action, Actor
@@ -20,14 +23,16 @@ from webhooks.services.credentials import (EXPIRY_WARNING_DAYS, certificate_expi
                                            credential_changes, shown_credentials)
 from webhooks.storage.models import Subscription, utcnow
 from webhooks.tenants import custom_headers  # the rules of a subscription's headers
-from webhooks.tenants import rotation
+from webhooks.tenants import retry_schedules, rotation
 from webhooks.tenants.options import BY_NAME, OPTIONS, Kind, Option, value_of
 from webhooks.tenants.schemes import DEFAULT_SCHEME, SCHEMES, scheme_problem
 
 __all__ = ["SETTINGS", "OPTIONS", "Kind", "Option", "SCHEMES", "DEFAULT_SCHEME", "scheme_problem",
            "custom_headers", "canonical_id", "owned", "create", "change", "change_scheme",
            "delete", "option_values", "in_flight_limit", "credential_changes",
-           "shown_credentials", "certificate_expires_soon", "EXPIRY_WARNING_DAYS"]
+           "shown_credentials", "certificate_expires_soon", "EXPIRY_WARNING_DAYS",
+           "check_filter", "retry_schedules", "retry_schedule_in_force", "FilterVerdict",
+           "filter_verdict"]
 
 SETTINGS = changes.SETTINGS  # the settable fields, with their defaults
 
@@ -107,3 +112,47 @@ def in_flight_limit(subscription: Subscription) -> int | None:
     lowered it (lifecycle/adaptive_pace.py). Shown as ``in_flight_limit``."""
     return value_of(BY_NAME["in_flight_limit"], subscription, get_settings(),
                     adaptive_pace.READINGS)
+
+
+def check_filter(value: object) -> None:
+    """InvalidFilter (API: 400 ``invalid_filter``) naming where ``value`` cannot be a
+    subscription's filter (events/filters.py); None (every event) is one."""
+    if value is not None:
+        parse_filter(value)
+
+
+def retry_schedule_in_force(subscription: Subscription) -> tuple[int, ...]:
+    """The retry delays (seconds) its deliveries follow: its ``retry_schedule``, or the
+    service's ladder (WEBHOOKS_RETRY_DELAYS)."""
+    return retry_schedules.in_force(subscription.retry_schedule, get_settings().retry_delays)
+
+
+class FilterVerdict(NamedTuple):
+    """Whether an event would be delivered to a subscription (None: the sample could not be
+    read), and a sentence saying why."""
+
+    delivered: bool | None
+    reason: str
+
+
+def filter_verdict(subscription: Subscription, envelope_text: str) -> FilterVerdict:
+    """Would an event with this envelope (JSON text, as a delivery's body) create a delivery
+    for ``subscription``? Its type must be one it takes, and its filter accept it: the two
+    checks emit makes (the dashboard's tester; nothing is emitted)."""
+    try:
+        envelope = json.loads(envelope_text)
+    except ValueError as error:
+        return FilterVerdict(None, f"The sample is not JSON: {error}.")
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("type"), str):
+        return FilterVerdict(None, "The sample must be an event envelope: a JSON object with "
+                                   "its type in \"type\" and its data in \"data\".")
+    if not subscription.wants(envelope["type"]):
+        return FilterVerdict(False, f"Not delivered: this subscription does not take "
+                                    f"{envelope['type']} events.")
+    if subscription.filter is None:
+        return FilterVerdict(True, "Delivered: it has no filter, so it takes every event of "
+                                   "its types.")
+    if parse_stored(subscription.filter).accepts(envelope):
+        return FilterVerdict(True, "Delivered: the filter accepts this event.")
+    return FilterVerdict(False, "Not delivered: the filter refuses this event (no delivery, "
+                                "no attempt).")

@@ -173,6 +173,11 @@ class Subscription(Base):
     # When the release task of this subscription (lifecycle/release.py), which sends what a
     # resume released batch by batch, was last sent or ran; None: none is running.
     releasing_since: Mapped[dt.datetime | None] = mapped_column(nullable=True)
+    # The payload filter an event must pass to be delivered here (events/filters.py), as
+    # given; None: every event of its types.
+    filter: Mapped[dict | None] = mapped_column(JSON(none_as_null=True), nullable=True)
+    # Its retry delays in seconds (tenants/retry_schedules.py); None: WEBHOOKS_RETRY_DELAYS.
+    retry_schedule: Mapped[list | None] = mapped_column(JSON(none_as_null=True), nullable=True)
 
     def wants(self, event_type: str) -> bool:
         """True when this subscription receives events of ``event_type``."""
