@@ -20,6 +20,7 @@ from tests.factories import make_account, make_subscription
 from tests.operational_helpers import add_endpoint
 from tests.support.pipeline import pipeline_env, worker_fixtures
 from webhooks.services import pausing
+from webhooks.services.audit import Actor
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import Subscription
 
@@ -43,7 +44,7 @@ def operator(account, receiver):
 
 def _change(subscription_id: str, change) -> None:
     with session_scope() as session:
-        change(session, session.get(Subscription, subscription_id))
+        change(session, session.get(Subscription, subscription_id), actor=Actor.cli("tests"))
 
 
 def _about(request) -> str:
