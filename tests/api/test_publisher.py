@@ -4,6 +4,7 @@ the revocation epoch)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
@@ -355,9 +356,19 @@ def test_over_the_publisher_rate_limit_a_429_with_retry_after(db, redis_broker, 
     client = create_app({"TESTING": True}).test_client()
     with session_scope() as session:
         _, key = publishers.create(session, "product")
-    statuses = [client.get("/api/webhooks/accounts", headers={"Authorization": f"Bearer {key}"})
-                for _ in range(8)]
-    refused = [answer for answer in statuses if answer.status_code == 429]
-    # 3 a second: 3 allowed, or 6 when the requests straddle a second's end.
-    assert len(refused) in (5, 2) and refused[0].headers["Retry-After"] == "1"
+    time.sleep(1 - time.time() % 1)  # start at a second's beginning: the limit's window
+    answers = []  # (the second it was asked in, or None if it straddled one's end; answer)
+    for _ in range(8):
+        before = int(time.time())
+        answer = client.get("/api/webhooks/accounts", headers={"Authorization": f"Bearer {key}"})
+        answers.append((before if int(time.time()) == before else None, answer))
+    refused = [answer for _, answer in answers if answer.status_code == 429]
+    granted = collections.Counter(second for second, answer in answers
+                                  if second is not None and answer.status_code == 200)
+    # 3 a second, never more, whatever seconds a slow host spread the requests over; in
+    # one second (the usual case) exactly the 5 past the 3 are refused.
+    assert all(count <= 3 for count in granted.values()), granted
+    if len({second for second, _ in answers}) == 1:
+        assert len(refused) == 5
+    assert refused and refused[0].headers["Retry-After"] == "1"
     assert refused[0].json["error"]["code"] == "rate_limited"
