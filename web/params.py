@@ -19,17 +19,14 @@ from webhooks.services.subscriptions import custom_headers
 from .errors import ApiError
 from .schemas import describe_errors
 
-__all__ = ["load_body", "load_optional_body", "load_query", "canonical_id",
+__all__ = ["json_object", "load_body", "load_optional_body", "load_query", "canonical_id",
            "require_known_event_types", "require_settable_headers"]
 
 
-def load_body(schema: Schema) -> dict:
-    """The request body, parsed as JSON and loaded with ``schema``.
-
-    400 ``invalid_json`` when it is empty or not JSON, 400 ``validation_error``
-    when it is not an object or a field is wrong (unknown fields included).
-    A body over MAX_CONTENT_LENGTH raises 413 while it is read.
-    """
+def json_object() -> dict:
+    """The request body as a JSON object, not yet validated: 400 ``invalid_json`` when it is
+    empty or not JSON, 400 ``validation_error`` when it is not an object. A body over the
+    route's limit raises 413 while it is read."""
     raw = request.get_data(cache=True)
     if not raw.strip():
         raise ApiError(400, "invalid_json", "The request body must be a JSON object; it is empty.")
@@ -40,6 +37,17 @@ def load_body(schema: Schema) -> dict:
         raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
     if not isinstance(body, dict):
         raise ApiError(400, "validation_error", "The request body must be a JSON object.")
+    return body
+
+
+def load_body(schema: Schema) -> dict:
+    """The request body, parsed as JSON and loaded with ``schema``.
+
+    400 ``invalid_json`` when it is empty or not JSON, 400 ``validation_error``
+    when it is not an object or a field is wrong (unknown fields included).
+    A body over MAX_CONTENT_LENGTH raises 413 while it is read.
+    """
+    body = json_object()
     try:
         return schema.load(body)
     except ValidationError as error:

@@ -16,9 +16,7 @@ each event is committed in emit_event's own, shared with concurrent requests.
 
 from __future__ import annotations
 
-import json
-
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 
 from webhooks.config import get_settings
 from webhooks.errors import InvalidEvent
@@ -32,7 +30,7 @@ from ..auth import authenticate_publisher, current_publisher_id
 from ..body_limit import accepts_body_up_to
 from ..errors import ApiError
 from ..pagination import keyset_page
-from ..params import canonical_id, load_body, load_query
+from ..params import canonical_id, json_object, load_body, load_query
 from ..ratelimit import check_publisher
 from ..responses import json_response
 from ..schemas import (AccountCreatedSchema, AccountCreateSchema, AccountKeySchema,
@@ -74,20 +72,6 @@ def _account(account_id: str) -> Account:
     if found is None:
         raise ApiError(404, "not_found", "No such account.")
     return found
-
-
-def _json_object() -> dict:
-    """The body as a JSON object (400 ``invalid_json`` or ``validation_error`` otherwise)."""
-    raw = request.get_data(cache=True)
-    if not raw.strip():
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object; it is empty.")
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "validation_error", "The request body must be a JSON object.")
-    return body
 
 
 def _refused(error: InvalidEvent) -> ApiError:
@@ -193,7 +177,7 @@ def delete(account_id: str) -> Response:
 )
 def emit(account_id: str) -> Response:
     account_id = _event_account_id(account_id)
-    body = _json_object()
+    body = json_object()
     try:
         emitted = emit_one(account_id, body)
     except InvalidEvent as exc:
@@ -218,7 +202,7 @@ def emit(account_id: str) -> Response:
 )
 def emit_batch(account_id: str) -> Response:
     account_id = _event_account_id(account_id)
-    events = _json_object().get("events")
+    events = json_object().get("events")
     if not isinstance(events, list) or not 0 < len(events) <= BATCH_LIMIT:
         raise ApiError(400, "validation_error",
                        f"events must be a list of 1 to {BATCH_LIMIT} events.")
