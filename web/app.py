@@ -19,7 +19,17 @@ from .dashboard.blueprint import signed_in_account_id
 from .errors import register_error_handlers
 from .portal_config import load_portal_config
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "check_settings"]
+
+
+def check_settings() -> None:
+    """Parse what the web app reads from the environment: the WEBHOOKS_* settings, the
+    OTEL_* variables and the portal's configuration. ConfigError names the first it cannot
+    use. ``create_app`` does it first; gunicorn's master does it before it starts a worker
+    (web/server.py), so that a bad setting stops the process once, not in each worker."""
+    get_settings()
+    tracing.check(os.environ)
+    load_portal_config()
 
 
 def create_app(config: dict | None = None) -> Flask:

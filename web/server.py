@@ -22,12 +22,16 @@ Procfile; the messages name the limits in force.
 from __future__ import annotations
 
 import json
+import sys
 
 from gunicorn import util
+from gunicorn.arbiter import Arbiter
 from gunicorn.errors import AppImportError
 from gunicorn.workers.gthread import ThreadWorker
 
 from webhooks.errors import ConfigError
+
+from .app import check_settings
 
 __all__ = ["JsonErrorWorker", "error_answer"]
 
@@ -95,6 +99,20 @@ class _Captured:
 class JsonErrorWorker(ThreadWorker):
     """gunicorn's gthread worker whose own error answers are the API's JSON error shape,
     and which stops on a malformed setting with one line, not a traceback."""
+
+    @classmethod
+    def check_config(cls, cfg, log):
+        """Run by gunicorn's master before it starts any worker: a setting the app cannot
+        use stops the master here with its one line (and gunicorn's exit status for an app
+        that failed to load). Left to the workers, each failed on its own, and when two
+        failed at once gunicorn's halt met the second while halting and printed a
+        traceback (seen with gunicorn 27)."""
+        super().check_config(cfg, log)
+        try:
+            check_settings()
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr, flush=True)
+            sys.exit(Arbiter.APP_LOAD_ERROR)
 
     def load_wsgi(self):
         """Build the app; a WEBHOOKS_* variable it cannot use (ConfigError) becomes gunicorn's
