@@ -17,6 +17,7 @@ from tests.support.examples import examples
 from webhooks.events.catalogue import (
     CATALOGUE,
     EVENT_TYPE_NAMES,
+    checked_data,
     EventType,
     get_event_type,
     validate_data,
@@ -72,7 +73,7 @@ def wrong_values(field) -> list:
     if isinstance(field, StrictBoolean):
         return common + ["true", 1, 0, "false"]
     if isinstance(field, StrictInteger):
-        return common + ["1", 1.0, True, False]
+        return common + ["1", 1.5, True, False]
     if isinstance(field, StrictNumber):
         return common + ["0.5", True, math.nan, math.inf]
     if isinstance(field, StrictString):
@@ -201,7 +202,8 @@ def reply(**changes) -> dict:
 
 
 @pytest.mark.parametrize("field, value", [
-    ("intensity", True), ("intensity", "1"), ("intensity", 1.0), ("intensity", 11),
+    ("intensity", True), ("intensity", "1"), ("intensity", 1.5), ("intensity", 11.0),
+    ("intensity", 11),
     ("intensity", -1), ("priority_score", 101), ("priority_score", False),
     ("confidence", math.nan), ("confidence", math.inf), ("confidence", -math.inf),
     ("confidence", True), ("confidence", "0.5"), ("confidence", 1.01),
@@ -212,6 +214,15 @@ def reply(**changes) -> dict:
 ])
 def test_reply_strictness(field, value):
     assert field in validate_data("reply.received", reply(**{field: value}))
+
+
+@pytest.mark.parametrize("given, written", [(3.0, 3), (0.0, 0), (-0.0, 0), (10.0, 10)])
+def test_an_integer_given_as_a_float_without_fraction_is_written_as_the_integer(given, written):
+    """JSON Schema counts 3.0 an integer; emit_event accepts it and writes 3, which a
+    receiver's integer type can read (json.dumps(3.0) is "3.0")."""
+    errors, data = checked_data("reply.received", reply(intensity=given))
+    assert errors == {} and type(data["intensity"]) is int and data["intensity"] == written
+    assert list(data) == list(reply())  # the caller's key order is kept
 
 
 @pytest.mark.parametrize("value", [0, 1, 0.0, 1.0, 0.5])

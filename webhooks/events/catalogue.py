@@ -102,13 +102,26 @@ def checked_data(event_type: Any, data: Any) -> tuple[dict[str, list[str]], Any]
 def _as_loaded(given: Any, loaded: Any) -> Any:
     """``given`` with the values its load rewrote taken from ``loaded``, in ``given``'s own
     key order (the JSON body keeps the caller's); ``given`` itself where nothing changed."""
-    if given == loaded:
+    if _identical(given, loaded):
         return given
     if isinstance(given, dict):
         return {key: _as_loaded(value, loaded[key]) for key, value in given.items()}
     if isinstance(given, list):
         return [_as_loaded(one, other) for one, other in zip(given, loaded)]
     return loaded
+
+
+def _identical(given: Any, loaded: Any) -> bool:
+    """``given == loaded``, and of the same types throughout: ``1.0 == 1`` in Python, but an
+    integer field given ``1.0`` is written ``1`` (fields.StrictInteger)."""
+    if type(given) is not type(loaded):
+        return False
+    if isinstance(given, dict):
+        return given.keys() == loaded.keys() and all(
+            _identical(value, loaded[key]) for key, value in given.items())
+    if isinstance(given, list):
+        return len(given) == len(loaded) and all(map(_identical, given, loaded))
+    return given == loaded
 
 
 def _flatten(errors: Any, path: str = "") -> dict[str, list[str]]:

@@ -1,12 +1,19 @@
 """Strict marshmallow fields, and the small constructors the event schemas are made of.
 
 Every field loads to the very value it was given (``schema.load(data) ==
-data``), but for one thing: strings must be ``str``, integers real ``int``
-(not ``bool``, ``1.0``, ``"1"``), numbers ``int`` or finite ``float``,
-booleans real ``bool``, lists real ``list``; UUIDs canonical; data
-timestamps ISO 8601 in UTC, given with ``Z`` or ``+00:00`` and loaded with
-``+00:00`` (the one rewrite: :class:`Timestamp`). The schemas of each type
-are in schemas.py.
+data``): strings must be ``str``, integers ``int`` (not ``bool`` or ``"1"``;
+nor ``1.0`` in the HTTP API), numbers ``int`` or finite ``float``, booleans
+real ``bool``, lists real ``list``; UUIDs canonical; email addresses and URLs
+as their patterns below say. Two values of event data are rewritten to one
+form: timestamps ISO 8601 in UTC, given with ``Z`` or ``+00:00``, load with
+``+00:00`` (:class:`Timestamp`); an integer given as a float with no fraction
+(``1.0``, which JSON Schema counts as an integer) loads as the ``int``
+(:class:`DataInteger`). The schemas of each type are in schemas.py.
+
+Each rule a field checks is also its JSON Schema (json_schemas.py), so that
+a schema validator and ``emit_event`` agree both ways: the patterns are
+written once, in the subset of regular expressions that Python's ``re`` and
+ECMA 262 read alike.
 """
 
 from __future__ import annotations
@@ -17,9 +24,9 @@ from datetime import datetime
 from marshmallow import ValidationError, fields, validate
 
 __all__ = [
-    "StrictString", "StrictInteger", "StrictNumber", "StrictBoolean", "StrictList",
-    "CanonicalUUID", "Timestamp", "text", "pattern", "label", "one_of", "email", "phone",
-    "hostname", "integer", "unique",
+    "StrictString", "StrictInteger", "DataInteger", "StrictNumber", "StrictBoolean", "StrictList",
+    "CanonicalUUID", "Timestamp", "text", "pattern", "label", "one_of", "email", "url", "phone",
+    "hostname", "integer", "unique", "PATTERN_END",
 ]
 
 # Bounds shared by several types; documented in docs/events.md.
@@ -33,6 +40,10 @@ DIAGNOSTIC_MAX = 1000
 DNS_VALUE_MAX = 4096  # long enough for a 4096-bit DKIM key
 MAX_ITEMS = 20        # risk_flags, DNS records
 
+# The end of the string in a JSON Schema pattern, read alike by ECMA 262 (where ``$`` is
+# the end) and by Python's ``re.search``, which jsonschema uses (where ``$`` also matches
+# before a final newline).
+PATTERN_END = r"$(?!\n)"
 UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 # [0-9], not \d: \d also matches non-ASCII digits, which no ISO 8601 parser should see.
 TIMESTAMP_RE = re.compile(
@@ -55,6 +66,21 @@ CALENDAR_DATE_PATTERN = (
     rf"(?:{_YEAR}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|"
     rf"[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))|{_LEAP_YEAR}-02-29)")
 _TIME_OF_DAY = r"(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,6})?"
+# Email addresses: the dot-atom local part of RFC 5322 and a domain of LDH labels whose last
+# label starts with a letter, in ASCII (HTML's "valid e-mail address", with a dotted
+# domain). An internationalised domain is given in its A-label form (xn--...).
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_TOP_LABEL = r"[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+EMAIL_RE = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@(?:{_LABEL}\.)+{_TOP_LABEL}\Z")
+# http(s) URLs: a domain name (with a dotted top label), an IPv4 address or a bracketed IPv6
+# one, an optional port, then a path, query or fragment of printable ASCII (RFC 3986
+# percent-encodes the rest). No user:password@ part: a tracked link never carries one.
+URL_RE = re.compile(
+    r"[Hh][Tt][Tt][Pp][Ss]?://"
+    rf"(?:(?:{_LABEL}\.)+{_TOP_LABEL}\.?|[0-9]{{1,3}}(?:\.[0-9]{{1,3}}){{3}}|\[[0-9A-Fa-f:.]+\])"
+    r"(?::[0-9]{1,5})?(?:[/?#][!-~]*)?\Z"
+)
 HOSTNAME_RE = re.compile(
     r"(?=.{4,253}\Z)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?\Z"
 )
@@ -78,12 +104,25 @@ class StrictString(_Required, fields.String):
 
 
 class StrictInteger(_Required, fields.Integer):
-    """A real ``int``: ``Integer(strict=True)`` still lets ``True`` through."""
+    """A real ``int``: ``Integer(strict=True)`` still lets ``True`` through; no ``1.0``, no
+    ``"1"`` (the HTTP API's integers)."""
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.make_error("invalid")
         return value
+
+
+class DataInteger(StrictInteger):
+    """An event's integer as JSON Schema counts one: an ``int``, or a ``float`` with no
+    fraction, which loads as the ``int`` (``3.0`` is written ``3``, which a receiver's
+    integer type can read; Go's refuses ``3.0``). So the event schemas, which cannot tell
+    ``3.0`` from ``3``, and ``emit_event`` agree (json_schemas.py)."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return super()._deserialize(value, attr, data, **kwargs)
 
 
 class StrictNumber(_Required, fields.Float):
@@ -118,7 +157,7 @@ class StrictList(_Required, fields.List):
 class CanonicalUUID(StrictString):
     """A UUID string in canonical form: lowercase, hyphenated, 36 characters."""
 
-    json_schema = {"format": "uuid", "pattern": f"^{UUID_RE.pattern}$"}  # json_schemas.py
+    json_schema = {"format": "uuid", "pattern": f"^{UUID_RE.pattern}{PATTERN_END}"}
 
     default_error_messages = {"invalid_uuid": "Not a canonical UUID (lowercase, hyphenated)."}
 
@@ -151,7 +190,7 @@ class Timestamp(StrictString):
         offsets = "|".join(re.escape(utc) for utc in accepts)
         self.json_schema = {  # json_schemas.py: the same rule, as a pattern
             "format": "date-time",
-            "pattern": f"^{CALENDAR_DATE_PATTERN}T{_TIME_OF_DAY}(?:{offsets})$"}
+            "pattern": f"^{CALENDAR_DATE_PATTERN}T{_TIME_OF_DAY}(?:{offsets}){PATTERN_END}"}
 
     def _deserialize(self, value, attr, data, **kwargs):
         value = super()._deserialize(value, attr, data, **kwargs)
@@ -174,10 +213,17 @@ def text(max_length: int, *, min_length: int = 0, **kw) -> StrictString:
     return StrictString(validate=validate.Length(min=min_length, max=max_length), **kw)
 
 
-def pattern(regex: re.Pattern, max_length: int, message: str, **kw) -> StrictString:
-    return StrictString(
+def pattern(regex: re.Pattern, max_length: int, message: str, *, json_format: str = "",
+            **kw) -> StrictString:
+    """A string of at most ``max_length`` characters matching ``regex`` from its start
+    (``regex`` ends in ``\\Z``); ``json_format`` is the JSON Schema ``format`` it is (a
+    note for readers and code generators: the pattern is the rule)."""
+    field = StrictString(
         validate=[validate.Length(max=max_length), validate.Regexp(regex, error=message)], **kw
     )
+    if json_format:
+        field.json_schema = {"format": json_format}  # json_schemas.py
+    return field
 
 
 def label(**kw) -> StrictString:
@@ -189,7 +235,12 @@ def one_of(*choices: str, **kw) -> StrictString:
 
 
 def email(**kw) -> StrictString:
-    return StrictString(validate=[validate.Length(max=EMAIL_MAX), validate.Email()], **kw)
+    return pattern(EMAIL_RE, EMAIL_MAX, "Not a valid email address.", json_format="email", **kw)
+
+
+def url(**kw) -> StrictString:
+    """An http or https URL (URL_RE)."""
+    return pattern(URL_RE, URL_MAX, "Not a valid URL.", json_format="uri", **kw)
 
 
 def phone(**kw) -> StrictString:
@@ -200,8 +251,8 @@ def hostname(**kw) -> StrictString:
     return pattern(HOSTNAME_RE, 253, "Must be a lowercase domain name.", **kw)
 
 
-def integer(low: int, high: int, **kw) -> StrictInteger:
-    return StrictInteger(validate=validate.Range(min=low, max=high), **kw)
+def integer(low: int, high: int, **kw) -> DataInteger:
+    return DataInteger(validate=validate.Range(min=low, max=high), **kw)
 
 
 def unique(items: list) -> None:

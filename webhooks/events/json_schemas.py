@@ -8,11 +8,10 @@ the fields; what it cannot see is added here from the fields themselves:
 
 - the strict fields' own rules (canonical UUIDs, UTC timestamps with calendar dates) from
   the field class's ``json_schema`` (fields.py, built from the same regular expressions);
-- ``validate.Regexp`` patterns made ECMA 262 (anchored at the start as ``re.match`` is;
-  ``\\Z`` is ``$``); ``unique`` lists as ``uniqueItems``; ``validate.URL`` and
-  ``validate.Email`` as ``format`` with a pattern that every accepted value matches
-  (marshmallow's full address check stays in emit_event; a schema validator that does not
-  assert formats accepts a few addresses emit_event refuses: docs/events.md says so);
+- ``validate.Regexp`` patterns anchored at the start as ``re.match`` is, and ``\\Z`` as
+  ``fields.PATTERN_END`` (the end of the string for ECMA 262 and for Python's ``re.search``
+  alike); a field's ``format`` (email, uri, uuid, date-time) from its ``json_schema``, a
+  note beside the pattern, which is the rule; ``unique`` lists as ``uniqueItems``;
 - the rules across fields (``@validates_schema``) from the schema class's
   ``json_schema_rules``, written beside each rule (``if``/``then``).
 """
@@ -25,17 +24,14 @@ from typing import Any
 
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
-from marshmallow import Schema, validate
+from marshmallow import Schema
 
-from webhooks.events.fields import unique
+from webhooks.events.fields import PATTERN_END, unique
 from webhooks.events.schemas import DATA_SCHEMAS
 
 __all__ = ["DIALECT", "data_schema", "data_schemas"]
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-# Necessary conditions of marshmallow's validate.Email and validate.URL(http, https).
-_EMAIL_PATTERN = "^.+@[^@]+$"
-_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://"
 
 
 def _strict_field_rules(self, field, ret=None, **kwargs) -> dict:
@@ -45,10 +41,6 @@ def _strict_field_rules(self, field, ret=None, **kwargs) -> dict:
     for validator in field.validators:
         if validator is unique:
             extra["uniqueItems"] = True
-        elif isinstance(validator, validate.Email):
-            extra.update(format="email", pattern=_EMAIL_PATTERN)
-        elif isinstance(validator, validate.URL):
-            extra.update(format="uri", pattern=_URL_PATTERN)
     return extra
 
 
@@ -60,12 +52,13 @@ def _converter():
 
 
 def _ecma_patterns(node: Any) -> Any:
-    """Every ``pattern`` as ECMA 262 reads it to mean what marshmallow's ``re.match`` does."""
+    """Every ``pattern`` read by ECMA 262 and by Python's ``re.search`` as marshmallow's
+    ``re.match`` reads it."""
     if isinstance(node, dict):
         fixed = {}
         for key, value in node.items():
             if key == "pattern" and isinstance(value, str):
-                value = value.replace(r"\Z", "$")
+                value = value.replace(r"\Z", PATTERN_END)
                 value = value if value.startswith("^") else f"^(?:{value})"
             fixed[key] = _ecma_patterns(value) if key != "pattern" else value
         return fixed

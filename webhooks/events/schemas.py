@@ -28,7 +28,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, validate, valida
 from webhooks.events.envelope import MODE
 
 from webhooks.events.fields import (  # noqa: F401 - the field types are re-exported for callers
-    StrictString, StrictInteger, StrictNumber, StrictBoolean, StrictList, CanonicalUUID, Timestamp, NAME_MAX, SUBJECT_MAX, URL_MAX, USER_AGENT_MAX, DIAGNOSTIC_MAX, DNS_VALUE_MAX, MAX_ITEMS, text, pattern, label, one_of, email, phone, hostname, integer, unique, DATE_RE, CURRENCY_RE,
+    StrictString, StrictInteger, StrictNumber, StrictBoolean, StrictList, CanonicalUUID, Timestamp, NAME_MAX, SUBJECT_MAX, URL_MAX, USER_AGENT_MAX, DIAGNOSTIC_MAX, DNS_VALUE_MAX, MAX_ITEMS, text, pattern, label, one_of, email, url, phone, hostname, integer, unique, DATE_RE, CURRENCY_RE,
 )
 
 __all__ = [
@@ -110,9 +110,7 @@ class EmailOpenedSchema(_DataSchema):
 class EmailClickedSchema(_DataSchema):
     message_id = CanonicalUUID()
     contact_id = CanonicalUUID()
-    url = StrictString(
-        validate=[validate.Length(max=URL_MAX), validate.URL(schemes={"http", "https"})]
-    )
+    url = url()
     user_agent = text(USER_AGENT_MAX, allow_none=True)
     clicked_at = Timestamp()
 
