@@ -343,8 +343,10 @@ class CeilingMeter:
             self.log(f"cluster: PostgreSQL not metered: {error!r}")
             return None
 
-    def after_drain(self, state: dict) -> dict | None:
-        """The load's figures and the ceiling (also logged), JSON-ready; None if it failed."""
+    def after_drain(self, state: dict, faults: int = 0) -> dict | None:
+        """The load's figures and the ceiling (also logged), JSON-ready; None if it failed.
+        ``faults``: how many faults the window held (their retries and recoveries are in
+        the figures then)."""
         load: ClusterMeter = state["meter"]
         try:
             load.stop()
@@ -358,6 +360,9 @@ class CeilingMeter:
             load.close()
         for line in ceiling.lines(measured, rows, state["idle"]):
             self.log(line)
+        if faults:
+            self.log(f"cluster: the {faults} faults' retries and recoveries are in these "
+                     f"figures: --faults none for the ceiling alone")
         return {"load": measured, "idle": state["idle"],
                 "ceiling": [{**row.__dict__, "replay_bound": row.replay_bound} for row in rows]}
 
@@ -395,7 +400,7 @@ def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
             + (f"drained in {drained:.0f} s" if not left else
                f"drain given up after {drained:.0f} s, {left} deliveries unfinished"))
         if postgres is not None:
-            postgres = meter.after_drain(postgres)
+            postgres = meter.after_drain(postgres, faults=len(windows))
         verdict = cluster.check(windows, (load_started, load_ended))
         received = checker.read_lines(sorted((run_dir / "logs").glob("recv*.jsonl")))
         emitted = checker.read_lines(sorted((run_dir / "logs").glob("emit*.jsonl")))
