@@ -20,8 +20,8 @@ from pathlib import Path
 
 from sqlalchemy import text
 
-__all__ = ["group_cpu_s", "process_cpu_s", "machine_cpu", "parse_proc_stat", "BackendCpu",
-           "database_counters", "wal_bytes_of", "RedisCommands"]
+__all__ = ["group_cpu_s", "process_cpu_s", "machine_cpu", "parse_proc_stat", "SampledCpu",
+           "BackendCpu", "database_counters", "wal_bytes_of", "RedisCommands"]
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _RECORD = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+)")
@@ -72,30 +72,43 @@ def machine_cpu() -> tuple[float, float]:
     return parse_proc_stat(Path("/proc/stat").read_text())
 
 
-class BackendCpu:
-    """CPU of the PostgreSQL backends connected to one database, between two samples.
+class SampledCpu:
+    """CPU of a changing set of processes between two samples (seconds of user + system).
 
-    Backends come and go with connection pools, so each is read when first
-    seen and on every sample after; the sum of the differences is the CPU
-    spent in that time by backends that were sampled at least twice.
+    Processes come and go (a pool's connections, a server's backends), so each
+    is read when first seen and on every sample after; the sum of the
+    differences is the CPU spent in that time by processes that were sampled at
+    least twice. Subclasses say which processes count (:meth:`pids`).
     """
 
-    def __init__(self, connection, database: str):
-        self.connection, self.database = connection, database
+    def __init__(self):
         self.first: dict[int, float] = {}
         self.last: dict[int, float] = {}
 
+    def pids(self) -> list[int]:
+        raise NotImplementedError
+
     def sample(self) -> None:
-        pids = self.connection.execute(
-            text("SELECT pid FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"),
-            {"d": self.database}).scalars().all()
-        for pid in pids:
+        for pid in self.pids():
             cpu = process_cpu_s(pid)
             self.first.setdefault(pid, cpu)
             self.last[pid] = cpu
 
     def spent_s(self) -> float:
         return sum(self.last[pid] - self.first[pid] for pid in self.last)
+
+
+class BackendCpu(SampledCpu):
+    """CPU of the PostgreSQL backends connected to one database, between two samples."""
+
+    def __init__(self, connection, database: str):
+        super().__init__()
+        self.connection, self.database = connection, database
+
+    def pids(self) -> list[int]:
+        return self.connection.execute(
+            text("SELECT pid FROM pg_stat_activity WHERE datname = :d AND pid <> pg_backend_pid()"),
+            {"d": self.database}).scalars().all()
 
 
 def database_counters(connection, database: str) -> dict:

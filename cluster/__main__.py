@@ -1,9 +1,11 @@
-"""``python -m cluster [--short] [--faults a,b] [--seconds N] [--rate R] [--cpu-hog [N]]``:
-one run.
+"""``python -m cluster [--short] [--faults a,b] [--seconds N] [--rate R] [--cpu-hog [N]]
+[--[no-]ceiling] [--cores N] [--utilisation U] [--paths P,Q]``: one run.
 
 Prints the progress, each fault's figures, and as its last line
 ``cluster: events E, delivered D, lost L, stuck S, duplicates U, faults F``;
-exits 0 only when L and S are 0. Needs root (network namespaces), PostgreSQL
+exits 0 only when L and S are 0. Before it (unless ``--short`` or ``--no-ceiling``):
+what the load cost the PostgreSQL primary and its replica per delivery, and the ceiling
+that sets (cluster/ceiling.py, docs/scaling.md "The cluster's ceiling"). Needs root (network namespaces), PostgreSQL
 15's binaries, redis-server, nftables and faketime (scripts/cluster-setup.sh
 installs the Debian packages; with ``--cpu-hog`` also stress-ng).
 """
@@ -17,7 +19,8 @@ import sys
 import time
 
 from . import faults as schedule
-from .scenario import run
+from .probe import PATHS
+from .scenario import CeilingMeter, run
 
 
 def main(argv=None) -> int:
@@ -29,7 +32,21 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu-hog", type=int, nargs="?", const=2 * (os.cpu_count() or 1),
                         default=0, metavar="N", help="N processes spinning (stress-ng) beside "
                         "the cluster, from the load's start to the end (default N: 2 per CPU)")
+    parser.add_argument("--ceiling", action=argparse.BooleanOptionalAction, default=None,
+                        help="measure what the load costs the PostgreSQL primary and replica, "
+                        "per delivery, and print the ceiling they set (default: on, off "
+                        "with --short); --faults none for a clean figure")
+    parser.add_argument("--cores", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="the ceiling of a primary of N cores (default: this machine's)")
+    parser.add_argument("--utilisation", type=float, default=0.7, metavar="U",
+                        help="the fraction of the primary's cores the ceiling may use "
+                        "(default 0.7)")
+    parser.add_argument("--paths", default=",".join(PATHS), metavar="P,Q",
+                        help="the receiver paths each event goes to, one subscription each "
+                        f"(default {','.join(PATHS)}; ok alone: one attempt per delivery)")
     args = parser.parse_args(argv)
+    if set(args.paths.split(",")) - set(PATHS):
+        parser.error(f"--paths: each one of {', '.join(PATHS)}")
     if args.cpu_hog and shutil.which("stress-ng") is None:
         print("cluster: --cpu-hog needs stress-ng (bash scripts/cluster-setup.sh --cpu-hog "
               "installs it)", file=sys.stderr)
@@ -41,12 +58,16 @@ def main(argv=None) -> int:
         faults = schedule.schedule_named(args.faults)
     seconds = args.seconds or (schedule.SHORT_LOAD_S if args.short else schedule.FULL_LOAD_S)
     rate = args.rate or (2.0 if args.short else 4.0)
+    def log(line):
+        print(time.strftime("%H:%M:%S "), line, sep="", flush=True)
+
+    metered = not args.short if args.ceiling is None else args.ceiling
+    meter = CeilingMeter(args.cores, args.utilisation, log=log) if metered else None
     try:
         verdict, figures = run(faults, load_seconds=seconds, rate=rate,
                                drain_timeout=120 if args.short else 900,
                                drain_stall=60 if args.short else 90, cpu_hog=args.cpu_hog,
-                               log=lambda line: print(time.strftime("%H:%M:%S "), line,
-                                                      sep="", flush=True))
+                               meter=meter, paths=args.paths, log=log)
     except KeyboardInterrupt:
         print("cluster: interrupted; everything torn down", flush=True)
         return 130

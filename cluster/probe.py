@@ -10,17 +10,21 @@ import time
 import requests
 
 
-def setup(web: str, receivers: str) -> dict:
-    """An account (through the CLI's code path) and its four subscriptions (through the
-    API of ``web``): one per kind of receiver path."""
+# Each path of cluster/receiver.py and the receiver (first or second) that serves it.
+PATHS = {"ok": 0, "flaky": 0, "slow": 1, "fail": 1}
+
+
+def setup(web: str, receivers: str, paths: str = ",".join(PATHS)) -> dict:
+    """An account (through the CLI's code path) and its subscriptions (through the API of
+    ``web``): one per receiver path named in ``paths`` (default: one of each kind)."""
     from webhooks.tenants.accounts import create_account
     from webhooks.storage.db import session_scope
 
     with session_scope() as session:
         account, api_key = create_account(session, "cluster")
         account_id = account.id
-    recv1, recv2 = receivers.split(",")
-    urls = [f"{recv1}/ok", f"{recv1}/flaky", f"{recv2}/slow", f"{recv2}/fail"]
+    hosts = receivers.split(",")
+    urls = [f"{hosts[PATHS[path]]}/{path}" for path in paths.split(",")]
     for url in urls:
         for _ in range(30):
             try:

@@ -29,9 +29,11 @@ import threading
 import time
 from pathlib import Path
 
-from . import checker, figures
+from . import ceiling, checker, figures
 from .faults import run_schedule
+from .metering import ClusterMeter
 from .net import SUBNET, Host, Network, leftover_namespaces
+from .probe import PATHS
 from .processes import Processes
 from .services import (MASTER_NAME, PG_BIN, PG_PORT, ROOT, SENTINEL_PORT, _as_postgres, procfile,
                        start_postgres_primary, start_postgres_replica, start_procfile_entry,
@@ -70,8 +72,9 @@ LIBPQ_OPTIONS = "connect_timeout=3&keepalives_idle=5&keepalives_interval=2&keepa
 class Cluster:
     """The hosts and processes of one run; ``with Cluster(...)`` tears everything down."""
 
-    def __init__(self, run_dir: Path, log=print):
+    def __init__(self, run_dir: Path, log=print, paths: str = ",".join(PATHS)):
         self.run_dir = run_dir
+        self.paths = paths  # the receiver paths subscribed to (cluster/probe.py, PATHS)
         self.log = log
         self.net = Network(f"{PREFIX}{os.getpid()}")
         self.processes = Processes(run_dir / "logs")
@@ -149,7 +152,8 @@ class Cluster:
                           process=self.processes.running[name])
         self.account = self.python(
             "ctl", "cluster.probe", "setup", self.web_url("web1"),
-            ",".join(f"http://{self.host(r).address}:{RECEIVER_PORT}" for r in ("recv1", "recv2")))
+            ",".join(f"http://{self.host(r).address}:{RECEIVER_PORT}" for r in ("recv1", "recv2")),
+            self.paths)
         self.log(f"cluster: up, {len(HOSTS)} hosts, {len(self.processes.running)} processes")
 
     def _release(self) -> None:
@@ -307,20 +311,82 @@ def clean_leftovers(log=print) -> None:
         log(f"cluster: removed the leftover namespace {namespace}")
 
 
+class CeilingMeter:
+    """What the run measures of PostgreSQL and how it states the ceiling: ``cores`` and
+    ``utilisation`` of the primary the ceiling is for (the table's rows too), ``idle_s``
+    seconds measured with the cluster up and no load before it (0: none)."""
+
+    def __init__(self, cores: int, utilisation: float, idle_s: float = 10.0, log=print):
+        self.cores, self.utilisation, self.idle_s, self.log = cores, utilisation, idle_s, log
+
+    def _meter(self, cluster: Cluster, *, wal: bool) -> ClusterMeter:
+        groups = {kind: [cluster.processes.running[name].popen.pid for name in names]
+                  for kind, names in (("workers", ("work1", "work2", "work3")),
+                                      ("web", ("web1", "web2")))}
+        return ClusterMeter(cluster.run_dir / "pg", groups, wal=wal)
+
+    def before_load(self, cluster: Cluster) -> dict | None:
+        """The idle window, then the load's meter started; None (logged) if it failed."""
+        try:
+            idle = None
+            if self.idle_s:
+                window = self._meter(cluster, wal=False)
+                window.start()
+                time.sleep(self.idle_s)
+                window.stop()
+                idle = window.figures()
+                window.close()
+            load = self._meter(cluster, wal=True)
+            load.start()
+            return {"idle": idle, "meter": load}
+        except Exception as error:  # noqa: BLE001 - the run's verdict matters more
+            self.log(f"cluster: PostgreSQL not metered: {error!r}")
+            return None
+
+    def after_drain(self, state: dict, faults: int = 0) -> dict | None:
+        """The load's figures and the ceiling (also logged), JSON-ready; None if it failed.
+        ``faults``: how many faults the window held (their retries and recoveries are in
+        the figures then)."""
+        load: ClusterMeter = state["meter"]
+        try:
+            load.stop()
+            measured = load.figures()
+            cores = (self.cores, *(n for n in ceiling.TABLE_CORES))
+            rows = ceiling.from_figures(measured, cores=cores, utilisation=self.utilisation)
+        except Exception as error:  # noqa: BLE001 - the run's verdict matters more
+            self.log(f"cluster: PostgreSQL not metered: {error!r}")
+            return None
+        finally:
+            load.close()
+        for line in ceiling.lines(measured, rows, state["idle"]):
+            self.log(line)
+        if faults:
+            self.log(f"cluster: the {faults} faults' retries and recoveries are in these "
+                     f"figures: --faults none for the ceiling alone")
+        return {"load": measured, "idle": state["idle"],
+                "ceiling": [{**row.__dict__, "replay_bound": row.replay_bound} for row in rows]}
+
+
 def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
         drain_stall: float = 60.0, run_dir: Path | None = None, cpu_hog: int = 0,
+        meter: CeilingMeter | None = None, paths: str = ",".join(PATHS),
         log=print) -> tuple[checker.Verdict, dict]:
     """The whole scenario; returns the verdict and the figures. Tears down on any exit.
 
     The drain after the load ends when nothing is left, after ``drain_timeout`` s, or
     once nothing has finished for ``drain_stall`` s. ``cpu_hog``: processes spinning from
-    the load's start to the teardown (0: none).
+    the load's start to the teardown (0: none). ``meter``: measure what the load costs
+    PostgreSQL, from its start to the drain's end, and the ceiling it sets (None: not).
+    ``paths``: the receiver paths each event goes to (one subscription each).
     """
     clean_leftovers(log)
     run_dir = run_dir or Path(tempfile.mkdtemp(prefix="webhooks-cluster-"))
     run_dir.chmod(0o755)
-    with _teardown_on_signals(), Cluster(run_dir, log) as cluster:
+    postgres = None
+    with _teardown_on_signals(), Cluster(run_dir, log, paths) as cluster:
         cluster.up()
+        if meter:
+            postgres = meter.before_load(cluster)
         if cpu_hog:
             cluster.start_cpu_hog(cpu_hog)
         load_started = time.time()
@@ -333,10 +399,15 @@ def run(faults, *, load_seconds: float, rate: float, drain_timeout: float,
         log(f"cluster: load over (load average {load_average} over 1/5/15 min), "
             + (f"drained in {drained:.0f} s" if not left else
                f"drain given up after {drained:.0f} s, {left} deliveries unfinished"))
+        if postgres is not None:
+            postgres = meter.after_drain(postgres, faults=len(windows))
         verdict = cluster.check(windows, (load_started, load_ended))
         received = checker.read_lines(sorted((run_dir / "logs").glob("recv*.jsonl")))
         emitted = checker.read_lines(sorted((run_dir / "logs").glob("emit*.jsonl")))
         summary = figures.summarize(windows, received, emitted, load_started, load_ended)
+        summary["load_average"] = load_average
+        if postgres is not None:
+            summary["postgres"] = postgres
         (run_dir / "figures.json").write_text(json.dumps(
             {"faults": windows, "figures": summary, "verdict": verdict.__dict__}, indent=1,
             default=str))
