@@ -16,13 +16,13 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from tests.factories import make_subscription
 from tests.support.ed25519 import v1a_results
-from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
+from tests.support.pipeline import PIPELINE_ENV, delivery_status, fail_then_replay, worker_fixtures
 from tests.support.stack import wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.signing import key_id, public_key_of, verify
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.storage.models import Subscription, utcnow
 
 pytestmark = pytest.mark.integration
 
@@ -99,24 +99,12 @@ def test_a_staged_rotation_signs_twice_each_valid_under_its_own_key(account, rec
 
 
 def test_a_replay_is_signed_and_verifies(account, receiver):
-    from webhooks.lifecycle import changes
-
-    receiver.script("/replayed", 404, 200)
     subscription = make_subscription(account, receiver.url("/replayed"), signature_scheme=ED25519)
     public_key = _public_key(subscription.id)
-    event = emit_event(account, "email.sent", sample_data("email.sent"))
-    original = event.delivery_ids[0]
-    wait_until(lambda: delivery_status(original) == "failed", what="failed")
-    with session_scope() as session:
-        replay_id = changes.replay_delivery(session, session.get(Delivery, original), utcnow()).id
-    wait_until(lambda: delivery_status(replay_id) == "done", what="replay done")
-    first, again = receiver.received("/replayed")
-    assert again.headers["X-Service-Delivery-Id"] == replay_id
-    assert again.headers["webhook-id"] == first.headers["webhook-id"] == event.id
-    for request in (first, again):
+    replayed = fail_then_replay(account, receiver, "/replayed")
+    for request in (replayed.first, replayed.again):
         assert v1a_results(public_key, _headers(request), request.body) == [True]
         assert_tampering_fails(public_key, request)
-    assert attempts_of(replay_id) == [(1, 200, "success")]
 
 
 def _whpk(jwk: dict) -> str:

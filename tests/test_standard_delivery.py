@@ -11,13 +11,13 @@ import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from tests.factories import AUDIT_ACTOR, make_subscription
-from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
+from tests.support.pipeline import PIPELINE_ENV, delivery_status, fail_then_replay, worker_fixtures
 from tests.support.stack import wait_until
 from webhooks import emit_event
 from webhooks.events.samples import sample_data
 from webhooks.signing import verify
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Delivery, Subscription, utcnow
+from webhooks.storage.models import Subscription, utcnow
 
 pytestmark = pytest.mark.integration
 
@@ -78,21 +78,9 @@ def test_a_staged_rotation_sends_both_signatures(account, receiver):
 
 
 def test_a_replay_is_signed_and_verifies(account, receiver):
-    from webhooks.lifecycle import changes
-
-    receiver.script("/replayed", 404, 200)
     subscription = _standard(account, receiver.url("/replayed"))
-    event = emit_event(account, "email.sent", sample_data("email.sent"))
-    original = event.delivery_ids[0]
-    wait_until(lambda: delivery_status(original) == "failed", what="failed")
-    with session_scope() as session:
-        replay_id = changes.replay_delivery(session, session.get(Delivery, original), utcnow()).id
-    wait_until(lambda: delivery_status(replay_id) == "done", what="replay done")
-    first, again = receiver.received("/replayed")
-    assert again.headers["X-Service-Delivery-Id"] == replay_id
-    assert again.headers["webhook-id"] == first.headers["webhook-id"] == event.id
-    assert reference_verifies(subscription.secret, again)
-    assert attempts_of(replay_id) == [(1, 200, "success")]
+    replayed = fail_then_replay(account, receiver, "/replayed")
+    assert reference_verifies(subscription.secret, replayed.again)
 
 
 def test_a_scheme_changed_by_patch_signs_the_next_delivery(account, receiver):

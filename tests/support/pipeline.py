@@ -16,14 +16,20 @@ worker again if a test before killed it, and returns a new account's id.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from sqlalchemy import select
 
 from tests.factories import make_account
 from tests.support.services import PG_URL, REDIS_URL
+from tests.support.stack import wait_until
 from tests.support.worker import emit_with, running_worker
+from webhooks import emit_event
+from webhooks.events.samples import sample_data
+from webhooks.lifecycle import changes
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Attempt, Delivery
+from webhooks.storage.models import Attempt, Delivery, utcnow
 
 __all__ = ["pipeline_env", "PIPELINE_ENV", "worker_fixtures", "delivery_status", "attempts_of"]
 
@@ -86,3 +92,32 @@ def attempts_of(delivery_id: str) -> list[tuple[int, int | None, str]]:
             select(Attempt).where(Attempt.delivery_id == delivery_id).order_by(Attempt.number)
         ).all()
         return [(a.number, a.status_code, a.outcome) for a in rows]
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A delivery that failed once and its replay, as the receiver saw them."""
+
+    event_id: str
+    replay_id: str
+    first: object  # the original attempt's request at the receiver
+    again: object  # the replay's
+
+
+def fail_then_replay(account_id: str, receiver, path: str) -> Replayed:
+    """Emit one ``email.sent`` to the subscription at ``receiver.url(path)`` (made by the
+    caller, with the scheme under test), answer it 404 so that it fails, replay it, and
+    wait for the replay's 200. Checks what every scheme's replay must show: the replay's
+    own delivery id, the event's ``webhook-id`` on both, one successful attempt."""
+    receiver.script(path, 404, 200)
+    event = emit_event(account_id, "email.sent", sample_data("email.sent"))
+    original = event.delivery_ids[0]
+    wait_until(lambda: delivery_status(original) == "failed", what="failed")
+    with session_scope() as session:
+        replay_id = changes.replay_delivery(session, session.get(Delivery, original), utcnow()).id
+    wait_until(lambda: delivery_status(replay_id) == "done", what="replay done")
+    first, again = receiver.received(path)
+    assert again.headers["X-Service-Delivery-Id"] == replay_id
+    assert again.headers["webhook-id"] == first.headers["webhook-id"] == event.id
+    assert attempts_of(replay_id) == [(1, 200, "success")]
+    return Replayed(event.id, replay_id, first, again)
