@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import io
 import json
 import os
@@ -19,7 +21,8 @@ import pytest
 import requests
 
 from webhooks.cli.listen import Listener
-from webhooks.signing import sign
+from webhooks.signing import public_key_of, sign, standard_headers
+from webhooks.tenants.schemes import new_secret
 
 SECRET = "whsec_test-listener-secret"
 WEBHOOKS = str(Path(sys.executable).parent / "webhooks")
@@ -135,30 +138,39 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_")}
 
 
-@pytest.mark.process
-def test_the_command_prints_a_line_per_delivery_and_stops_on_sigterm(tmp_path):
+@contextlib.contextmanager
+def _listen_command(tmp_path, *arguments: str):
+    """``webhooks listen --port 0 <arguments>`` as a process: yields it (its output a text
+    pipe) and the URL its first line says it is ready on; on leaving, stops it with SIGTERM
+    and checks it exits 0 (killed if anything failed first)."""
     process = subprocess.Popen(
-        [WEBHOOKS, "listen", "--port", "0", "--secret", SECRET, "--status", "503"],
-        cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
+        [WEBHOOKS, "listen", "--port", "0", *arguments], cwd=tmp_path, env=_clean_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     try:
         ready = process.stdout.readline()
         match = re.search(r"ready on (http://127\.0\.0\.1:\d+/)", ready)
         assert match, ready
-        assert "answering 503 to every delivery" in ready
-        assert SECRET not in ready  # only a prefix of the secret is shown
-        headers, ids = _headers(BODY)
-        response = requests.post(match.group(1) + "webhooks", data=BODY, headers=headers, timeout=5)
-        assert response.status_code == 503
-        line = process.stdout.readline()
-        assert f"delivery={ids['delivery']}" in line and "verified  -> 503" in line
+        yield process, match.group(1), ready
         process.send_signal(signal.SIGTERM)
         assert process.wait(10) == 0
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.mark.process
+def test_the_command_prints_a_line_per_delivery_and_stops_on_sigterm(tmp_path):
+    command = _listen_command(tmp_path, "--secret", SECRET, "--status", "503")
+    with command as (process, url, ready):
+        assert "answering 503 to every delivery" in ready
+        assert SECRET not in ready  # only a prefix of the secret is shown
+        headers, ids = _headers(BODY)
+        response = requests.post(url + "webhooks", data=BODY, headers=headers, timeout=5)
+        assert response.status_code == 503
+        line = process.stdout.readline()
+        assert f"delivery={ids['delivery']}" in line and "verified  -> 503" in line
 
 
 @pytest.mark.process
@@ -179,38 +191,20 @@ def test_the_command_needs_a_secret_and_a_free_port(tmp_path):
 @pytest.mark.process
 def test_the_command_verifies_with_either_of_two_secrets_during_a_rotation(tmp_path):
     old, new = SECRET, "whsec_the-next-secret-of-the-rotation"
-    process = subprocess.Popen(
-        [WEBHOOKS, "listen", "--port", "0", "--secret", old, "--secret", new],
-        cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )
-    try:
-        ready = process.stdout.readline()
-        match = re.search(r"ready on (http://127\.0\.0\.1:\d+/)", ready)
-        assert match, ready
+    with _listen_command(tmp_path, "--secret", old, "--secret", new) as (process, url, ready):
         assert old not in ready and new not in ready and " or " in ready
         for secret, expected in ((old, 200), (new, 200), ("whsec_neither-of-them", 401)):
             headers, ids = _headers(BODY, secret=secret)
-            response = requests.post(match.group(1), data=BODY, headers=headers, timeout=5)
+            response = requests.post(url, data=BODY, headers=headers, timeout=5)
             assert response.status_code == expected, secret
             line = process.stdout.readline()
             assert f"delivery={ids['delivery']}" in line and line.rstrip().endswith(f"-> {expected}")
         assert "any of the 2 secrets" in line
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(10) == 0
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
 
 
 def test_a_standard_webhooks_delivery_is_verified_too(listener):
     """A subscription on the ``standard`` scheme (CONTRACT 9.3) sends webhook-* headers in
     place of X-Service-Signature; listen verifies them with the whsec_ secret."""
-    import base64
-
-    from webhooks.signing import standard_headers
-
     secret = "whsec_" + base64.b64encode(os.urandom(32)).decode()
     server, out = listener(secret=[secret])
     headers, ids = _headers(BODY)
@@ -231,25 +225,14 @@ def test_the_command_verifies_ed25519_deliveries_with_the_public_key(tmp_path):
     """``webhooks listen --secret whpk_…`` (CONTRACT 10.2): a ``standard-ed25519`` delivery
     verifies with the subscription's public key, either of two during a rotation; a changed
     body or another key's signature does not, nor a delivery signed with a secret."""
-    from webhooks.signing import public_key_of, standard_headers
-    from webhooks.tenants.schemes import new_secret
-
     current, following = new_secret("standard-ed25519"), new_secret("standard-ed25519")
-    process = subprocess.Popen(
-        [WEBHOOKS, "listen", "--port", "0", "--secret", public_key_of(current)],
-        cwd=tmp_path, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )
-    try:
-        ready = process.stdout.readline()
-        match = re.search(r"ready on (http://127\.0\.0\.1:\d+/)", ready)
-        assert match, ready
+    with _listen_command(tmp_path, "--secret", public_key_of(current)) as (process, url, _):
 
         def answer(keys: list[str], body: bytes = BODY, signed: bytes = BODY) -> tuple[int, str]:
             headers, ids = _headers(body)
             del headers["X-Service-Signature"]
             headers.update(standard_headers(keys, ids["event"], signed, int(time.time())))
-            status = requests.post(match.group(1), data=body, headers=headers, timeout=5)
+            status = requests.post(url, data=body, headers=headers, timeout=5)
             line = process.stdout.readline()
             assert f"delivery={ids['delivery']}" in line
             return status.status_code, line
@@ -260,11 +243,5 @@ def test_the_command_verifies_ed25519_deliveries_with_the_public_key(tmp_path):
         assert status == 401 and "does not match the body and public key" in line
         assert answer([following])[0] == 401
         headers, _ = _headers(BODY)  # a service-scheme delivery: no v1a to check
-        assert requests.post(match.group(1), data=BODY, headers=headers, timeout=5).status_code == 401
+        assert requests.post(url, data=BODY, headers=headers, timeout=5).status_code == 401
         assert "has no webhook-signature header" in process.stdout.readline()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(10) == 0
-    finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
