@@ -196,6 +196,38 @@ def test_rotations_each_write_one_entry_and_no_secret(stored):
         no_secret_in(entry, *secrets)
 
 
+def test_a_staged_secret_taking_over_is_an_entry_of_the_service_once(stored):
+    """The sweep writes a due swap down (tenants/rotation.settle_due) with one
+    ``secret.rotation_activated`` entry by ``service``, naming when it took over; a second
+    sweep writes none."""
+    from webhooks.lifecycle.sweep import sweep
+    from webhooks.services import rotation
+
+    account_id, _ = make_account()
+    subscription_id = make_subscription(account_id, URL).id
+    with session_scope() as session:
+        rotation.rotate(session, session.get(Subscription, subscription_id), 1, actor=ALICE)
+    with session_scope() as session:
+        row = session.get(Subscription, subscription_id)
+        secrets, active_at = (row.secret, row.next_secret), row.next_secret_active_at
+    for _ in range(2):
+        with session_scope() as session:
+            sweep(session, active_at + dt.timedelta(seconds=1), timeout=15, recover_after=120,
+                  batch=100)
+    staged, took_over = entries(account_id)
+    assert staged["action"] == "secret.rotated" and staged["actor"]["kind"] == "api_key"
+    assert took_over["actor"] == {"kind": "service", "id": None}
+    assert (took_over["action"], took_over["target"]) == (
+        "secret.rotation_activated", {"kind": "subscription", "id": subscription_id})
+    assert took_over["changes"] == {
+        "secret": {"from": REDACTED, "to": REDACTED},
+        "next_secret": {"from": REDACTED, "to": None},
+        "next_secret_active_at": {"from": active_at.isoformat(), "to": None}}
+    no_secret_in(took_over, *secrets)
+    with session_scope() as session:
+        assert session.get(Subscription, subscription_id).secret == secrets[1]
+
+
 def test_an_ed25519_subscription_s_private_key_is_redacted(stored):
     from webhooks.services import rotation, subscriptions
 

@@ -15,6 +15,8 @@ from sqlalchemy import exists, func, or_, select, true
 from sqlalchemy.orm import Session, aliased
 
 from webhooks import states
+from webhooks.audit import log as audit_log
+from webhooks.audit.entries import REDACTED, SERVICE, Action, Target, TargetKind
 from webhooks.lifecycle import ordering, transitions
 from webhooks.lifecycle.dispatch import Dispatch
 from webhooks.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
@@ -106,8 +108,21 @@ def sweep(
     behind = [row[0] for row in session.execute(ordering.forgotten_behind_key(batch))]
     dispatches += [Dispatch(d_id, count)
                    for d_id, count in transitions.release_behind_key(session, behind, now)] if behind else []
-    settle_due(session, now, batch)
+    _settle_rotations(session, now, batch)
     return dispatches
+
+
+def _settle_rotations(session: Session, now: dt.datetime, batch: int) -> None:
+    """Write down the staged secrets that took over (tenants/rotation.py), each with its
+    ``secret.rotation_activated`` entry by the actor ``service`` in this transaction: the
+    secret changed at ``active_at`` (shown), not when this writes it down (the entry's
+    time). A transition that settles a due swap itself reports it in its own entry."""
+    for settled in settle_due(session, now, batch):
+        changes = {"secret": {"from": REDACTED, "to": REDACTED},
+                   "next_secret": {"from": REDACTED, "to": None},
+                   "next_secret_active_at": {"from": settled.active_at.isoformat(), "to": None}}
+        audit_log.write(session, settled.account_id, SERVICE, Action.SECRET_ROTATION_ACTIVATED,
+                        Target(TargetKind.SUBSCRIPTION, settled.subscription_id), changes, at=now)
 
 
 def _ride_to_slots(session: Session, now: dt.datetime, lookahead: float,

@@ -25,7 +25,7 @@ from webhooks.storage.models import Subscription
 from webhooks.tenants.schemes import new_secret
 
 __all__ = [
-    "ACTIVATE_IN_MAX", "Secrets", "secrets_at", "signing_secret", "rotate", "activate_now",
+    "ACTIVATE_IN_MAX", "Secrets", "Settled", "secrets_at", "signing_secret", "rotate", "activate_now",
     "cancel", "settle_due", "staged_secret", "switch_scheme",
 ]
 
@@ -135,15 +135,32 @@ def cancel(session, subscription_id: str, now: dt.datetime) -> bool:
                    next_secret_active_at=None)
 
 
-def settle_due(session, now: dt.datetime, batch: int) -> int:
-    """Write down up to ``batch`` swaps whose time has come (the sweep); returns how many.
+@dataclass(frozen=True)
+class Settled:
+    """A staged secret's swap written down by :func:`settle_due`."""
 
-    Nothing depends on when this runs: readers compute the swap themselves.
+    subscription_id: str
+    account_id: str
+    active_at: dt.datetime  # when the staged secret took over (it signed from then on)
+
+
+def settle_due(session, now: dt.datetime, batch: int) -> list[Settled]:
+    """Write down up to ``batch`` swaps whose time has come (the sweep); returns them.
+
+    Nothing depends on when this runs: readers compute the swap themselves. Of two
+    sweeps that see one swap due, only the one whose UPDATE changes the row returns it.
     """
-    due = select(Subscription.id).where(_due(_subscriptions, now)).limit(batch)
-    result = session.execute(
+    due = session.execute(
+        select(Subscription.id, Subscription.account_id, Subscription.next_secret_active_at)
+        .where(_due(_subscriptions, now)).limit(batch)
+    ).all()
+    if not due:
+        return []
+    swapped = set(session.scalars(
         update(Subscription)
-        .where(Subscription.id.in_(due), _due(_subscriptions, now))
+        .where(Subscription.id.in_([row.id for row in due]), _due(_subscriptions, now))
         .values(secret=Subscription.next_secret, next_secret=None, next_secret_active_at=None)
-    )
-    return result.rowcount
+        .returning(Subscription.id)
+        .execution_options(synchronize_session=False)
+    ))
+    return [Settled(*row) for row in due if row.id in swapped]
