@@ -242,6 +242,7 @@ def _summary(runs: dict[str, list[dict]]) -> dict:
         timings[name] = {"median_ms": round(median(medians), 2), "min_ms": min(medians),
                          "max_ms": max(medians),
                          "p95_ms": round(median(r["p95_ms"] for r in measured), 2),
+                         "p99_ms": round(median(r["p99_ms"] for r in measured), 2),
                          "rounds": medians}
     return timings
 
@@ -269,8 +270,9 @@ def run(ctx: Context) -> dict:
             services.drop_database(small_url)
     result.update(small=timings["small"], large=timings["large"])
     for name in result["large"]:
-        print(f"  {name}: {result['small'][name]['median_ms']} ms at {small}, "
-              f"{result['large'][name]['median_ms']} ms at {large}", flush=True)
+        at_small, at_large = result["small"][name], result["large"][name]
+        print(f"  {name}: {at_small['median_ms']} ms (p99 {at_small['p99_ms']}) at {small}, "
+              f"{at_large['median_ms']} ms (p99 {at_large['p99_ms']}) at {large}", flush=True)
     result["load_at_end"] = list(os.getloadavg())
     ctx.results["history"] = result
     return result
