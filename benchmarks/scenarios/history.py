@@ -296,7 +296,7 @@ def rows(results: dict) -> list[Row]:
     for name, large in r["large"].items():
         small = r["small"][name]["median_ms"]
         ratio = large["median_ms"] / small if small else None
-        out.append(Row("history", f"{name} at {n}", large["median_ms"], "ms", f"<= {TARGET_MS:.0f}"))
+        out.append(Row("history", f"{name} at {n}", large["median_ms"], "ms", f"<= {TARGET_MS:g}"))
         out.append(Row("history", f"{name}: x of {r['small_events']:,}", ratio, "x",
-                       f"<= {TARGET_RATIO:.0f}"))
+                       f"<= {TARGET_RATIO:g}"))
     return out
