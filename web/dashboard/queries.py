@@ -190,12 +190,9 @@ def _waiting(session: Session, account_id: str, stored: tuple[str, ...],
     """Deliveries in these stored statuses now, counted up to COUNT_CAP + 1.
 
     Each count reads one index only (ix_deliveries_by_account, or
-    ix_deliveries_by_subscription once the subscription is known to be the
-    account's: an account_id test there would read every row's heap page).
+    ix_deliveries_by_subscription: the caller has checked that the subscription
+    is the account's, as an account_id test there would read every row's heap page).
     """
-    if subscription_id is not None and not owns_subscription(session, account_id,
-                                                             subscription_id):
-        return 0
     values = {"account_id": account_id, "subscription_id": subscription_id,
               "cap": COUNT_CAP + 1}
     return session.scalar(_waiting_count(stored, subscription_id is not None), values)
@@ -214,19 +211,27 @@ def _waiting_count(stored: tuple[str, ...], by_subscription: bool):
 
 
 def status_counts(
-    session: Session, account_id: str, since: dt.datetime, subscription_id: str | None = None
+    session: Session, account_id: str, since: dt.datetime, subscription_id: str | None = None,
+    *, outcomes: list[tuple[dt.datetime, str, int]] | None = None,
 ) -> dict[str, int]:
     """Deliveries by public status: finished from the hour of ``since`` on, and waiting now.
 
     ``done``, ``failed`` and ``dead`` count the deliveries whose last attempt
-    was in those hours (the chart's own rollup rows). ``pending`` and
-    ``paused`` count those waiting now, whenever they were created, up to
-    COUNT_CAP + 1 (a value above COUNT_CAP means "more than COUNT_CAP").
+    was in those hours (the chart's own rollup rows; ``outcomes``: those rows
+    when the page has read them already for its chart, from the same
+    ``since``). ``pending`` and ``paused`` count those waiting now, whenever
+    they were created, up to COUNT_CAP + 1 (a value above COUNT_CAP means
+    "more than COUNT_CAP"). Another account's subscription counts nothing.
     """
     counts = {status: 0 for status in PUBLIC_STATUSES}
-    for _hour, outcome, count in hourly_outcomes(session, account_id, since, subscription_id):
+    if outcomes is None:
+        outcomes = hourly_outcomes(session, account_id, since, subscription_id)
+    for _hour, outcome, count in outcomes:
         if outcome in _FINAL_OUTCOMES:
             counts[_FINAL_OUTCOMES[outcome]] += count
+    if subscription_id is not None and not owns_subscription(session, account_id,
+                                                             subscription_id):
+        return counts
     for status in ("pending", "paused"):
         counts[status] = _waiting(session, account_id, STORED_STATUSES[status], subscription_id)
     return counts
