@@ -9,7 +9,6 @@ all come back as ``None``, which the views answer with 404.
 from __future__ import annotations
 
 import datetime as dt
-
 import functools
 
 from sqlalchemy import Integer, bindparam, func, select
