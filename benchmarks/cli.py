@@ -99,6 +99,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help="the shared scenario also runs its service leg with every "
                              "subscription signed with Ed25519 (standard-ed25519), and reports "
                              "its CPU per delivery beside the HMAC leg's")
+    parser.add_argument("--keep-history", action="store_true",
+                        help="the history scenario reuses the histories an earlier run with "
+                             "this flag seeded, when of the same size, and keeps its databases "
+                             "(drop them by hand)")
     parser.add_argument("--rate", type=float,
                         help="events/s for latency and isolation (default: half the measured "
                              "throughput of the scenario pool)")
@@ -153,6 +157,7 @@ def build_options(args: argparse.Namespace):
         rate=args.rate,
         ceiling_pool=PoolConfig.parse(args.ceiling_pool),
         shared_ed25519=args.shared_ed25519,
+        keep_history=args.keep_history,
     )
 
 

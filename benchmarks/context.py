@@ -145,6 +145,7 @@ class Options:
     rate: float | None = None  # events/s for the paced scenarios; None: half the measured maximum
     ceiling_pool: PoolConfig = PoolConfig("prefork", 2)  # the shared scenario's ceiling worker
     shared_ed25519: bool = False  # the shared scenario's service leg again, signed with Ed25519
+    keep_history: bool = False  # the history scenario reuses (and keeps) an earlier seeding
 
 
 @dataclass

@@ -36,13 +36,16 @@ from sqlalchemy import text
 
 from . import seed
 
-__all__ = ["History", "TYPES", "SUBSCRIPTIONS", "make_history", "seed_events", "finish",
-           "database_size"]
+__all__ = ["History", "TYPES", "SUBSCRIPTIONS", "AUDIT_ENTRIES", "make_history", "seed_audit",
+           "seed_events", "finish", "database_size", "seeded_history"]
 
 SUBSCRIPTIONS = 4
 TYPES = ("email.sent", "email.delivered", "email.opened", "email.clicked",
          "reply.received", "email.bounced", "contact.created", "contact.updated")
 CHUNK = 100_000
+# Entries of the account's audit log: more than a page of every list of them (50), and as many
+# at every size, since the log grows with changes of configuration, not with events.
+AUDIT_ENTRIES = 200
 LADDER_S = (60, 300, 1800, 7200, 43200)  # the default WEBHOOKS_RETRY_DELAYS
 # The pending deliveries' next attempts start this long after the seeding starts: none may fall
 # due while a scenario runs, because no worker claims it then, and every sweep would send it
@@ -60,14 +63,14 @@ class History:
     subscription_ids: tuple[str, ...]
 
 
-def make_history(url: str) -> History:
-    """The account and its subscriptions, made through the core (no events yet)."""
+def make_history(url: str, name: str = "history") -> History:
+    """The account ``name`` and its subscriptions, made through the core (no events yet)."""
     from webhooks.tenants.accounts import create_account, new_signing_secret
     from webhooks.storage.db import session_scope
     from webhooks.storage.models import Subscription, new_id, utcnow
 
     with session_scope() as session:
-        account, api_key = create_account(session, "history")
+        account, api_key = create_account(session, name)
         ids = []
         for index in range(SUBSCRIPTIONS):
             subscription = Subscription(
@@ -77,6 +80,52 @@ def make_history(url: str) -> History:
             session.add(subscription)
             ids.append(subscription.id)
         return History(account.id, api_key, tuple(ids))
+
+
+def seeded_history(name: str) -> History | None:
+    """The history an earlier run seeded under the account ``name``, with a new API key (the
+    old one was never stored); None when there is none (or more than one).
+
+    What lets a run reuse a seeding of millions of events (``--keep-history``).
+    """
+    from sqlalchemy import select
+
+    from webhooks.tenants.accounts import new_api_key
+    from webhooks.storage.db import session_scope
+    from webhooks.storage.models import Account, Subscription
+
+    with session_scope() as session:
+        found = session.scalars(select(Account).where(Account.name == name)).all()
+        if len(found) != 1:
+            return None
+        account = found[0]
+        subscriptions = session.scalars(
+            select(Subscription).where(Subscription.account_id == account.id)).all()
+        by_type = {subscription.event_types[0]: subscription.id for subscription in subscriptions}
+        ids = tuple(by_type.get(TYPES[2 * index]) for index in range(SUBSCRIPTIONS))
+        if None in ids:
+            return None
+        api_key, account.api_key_hash = new_api_key()
+        return History(account.id, api_key, ids)
+
+
+def seed_audit(history: History, n: int = AUDIT_ENTRIES) -> None:
+    """``n`` entries of the account's audit log, a minute apart, ending now: its subscriptions'
+    changes of URL, as the command line would write them."""
+    from webhooks.audit.entries import Action, Actor, Target, TargetKind
+    from webhooks.audit.log import write
+    from webhooks.storage.db import get_engine
+    from webhooks.storage.models import utcnow
+
+    now, actor = utcnow(), Actor.cli("benchmark")
+    with get_engine().begin() as connection:
+        for index in range(n):
+            subscription = history.subscription_ids[index % SUBSCRIPTIONS]
+            write(connection, history.account_id, actor, Action.SUBSCRIPTION_UPDATED,
+                  Target(TargetKind.SUBSCRIPTION, subscription),
+                  {"url": {"from": f"https://old.example.com/{index}",
+                           "to": f"https://new.example.com/{index}"}},
+                  at=now - dt.timedelta(minutes=n - index))
 
 
 # One chunk. "g" draws each event's fate once; the three inserts read it. Shares of

@@ -26,7 +26,8 @@ _BUFFERS = re.compile(r"Buffers: shared (?:hit=(\d+))?\s?(?:read=(\d+))?")
 
 
 def timed_ms(call, repeats: int, warmup: int = 3) -> dict:
-    """Median and p95 of ``repeats`` calls of ``call()``, in ms, after ``warmup`` untimed ones."""
+    """Median, p95 and p99 of ``repeats`` calls of ``call()``, in ms, after ``warmup`` untimed
+    ones."""
     for _ in range(warmup):
         call()
     samples = []
@@ -35,7 +36,7 @@ def timed_ms(call, repeats: int, warmup: int = 3) -> dict:
         call()
         samples.append((time.perf_counter() - started) * 1000)
     return {"median_ms": round(percentile(samples, 50), 2), "p95_ms": round(percentile(samples, 95), 2),
-            "runs": repeats}
+            "p99_ms": round(percentile(samples, 99), 2), "runs": repeats}
 
 
 def statements_of(engine, call) -> list[tuple[str, object]]:

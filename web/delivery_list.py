@@ -24,13 +24,22 @@ at ``limit + 1`` rows, merged in keyset order: at most six short scans,
 however many rows the account has. ``subscription_id`` together with
 ``event_type`` is the one combination without an index of its own: it reads
 the subscription's range and skips other types.
+
+The statements are built once per shape (which filters are given, which
+statuses, whether a cursor), on first use, and reused with the request's
+values bound: building the six-branch union afresh cost more than
+PostgreSQL's work (about 120 column proxies and their cache keys per
+request; 44 ms of 51 profiled on a slow host), and a statement built once
+also keeps its SQLAlchemy cache key and compiled form. The shapes are few
+(2^5 x 6 at most).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from sqlalchemy import exists, select, union_all
+from sqlalchemy import Integer, Select, bindparam, exists, select, union_all
 from sqlalchemy.orm import Session, aliased
 
 from webhooks.services.reads import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
@@ -56,6 +65,18 @@ class DeliveryFilters:
     error_kind: str | None = None  # an attempt of the delivery failed for this reason
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """What a page's statement depends on besides the values bound into it."""
+
+    statuses: tuple[str, ...]
+    cursor: bool
+    subscription_id: bool
+    event_type: bool
+    event_id: bool
+    error_kind: bool
+
+
 def delivery_page(
     session: Session, account_id: str, filters: DeliveryFilters, limit: int
 ) -> tuple[list[Delivery], str | None]:
@@ -64,59 +85,78 @@ def delivery_page(
     A subscription of another account gives an empty page (without reading
     its rows). An invalid cursor raises :class:`web.errors.ApiError` (400).
     """
-    conditions = [Delivery.account_id == account_id]
+    values = {"account_id": account_id, "subscription_id": filters.subscription_id,
+              "event_type": filters.event_type, "event_id": filters.event_id,
+              "error_kind": filters.error_kind, "count": limit + 1}
     if filters.cursor:
-        created_at, row_id = decode_cursor(filters.cursor)
-        conditions.append(older_than(Delivery.created_at, Delivery.id, created_at, row_id))
+        values["cursor_at"], values["cursor_id"] = decode_cursor(filters.cursor)
     if filters.subscription_id and not owns_subscription(
         session, account_id, filters.subscription_id
     ):
         return [], None
-    if filters.subscription_id:
-        conditions.append(Delivery.subscription_id == filters.subscription_id)
-    if filters.event_type:
-        conditions.append(Delivery.event_type == filters.event_type)
-    if filters.event_id:
-        conditions.append(Delivery.event_id == filters.event_id)
-    if filters.error_kind:
-        conditions.append(exists().where(Attempt.delivery_id == Delivery.id,
-                                         Attempt.error_kind == filters.error_kind))
-    statuses = STORED_STATUSES[filters.status] if filters.status else _EVERY_STATUS
-    if filters.event_id:
-        # One event's deliveries are few (its fan-out): one scan of them, all statuses at once.
-        conditions.append(Delivery.status.in_(statuses))
-        rows = _newest(session, select(Delivery).where(*conditions), Delivery, limit + 1)
-    else:
-        rows = _merged(session, conditions, statuses, limit + 1)
+    shape = _Shape(
+        statuses=STORED_STATUSES[filters.status] if filters.status else _EVERY_STATUS,
+        cursor=bool(filters.cursor), subscription_id=bool(filters.subscription_id),
+        event_type=bool(filters.event_type), event_id=bool(filters.event_id),
+        error_kind=bool(filters.error_kind))
+    rows = list(session.scalars(_statement(shape), values))
     page = rows[:limit]
     next_cursor = encode_cursor(page[-1].created_at, page[-1].id) if len(rows) > limit else None
     return page, next_cursor
 
 
+_OWNS = select(Subscription.id).where(Subscription.id == bindparam("subscription_id"),
+                                      Subscription.account_id == bindparam("account_id"))
+
+
 def owns_subscription(session: Session, account_id: str, subscription_id: str) -> bool:
     """True if the subscription (deleted or not: its history stays listed) is the account's."""
-    return session.scalar(
-        select(Subscription.id).where(
-            Subscription.id == subscription_id, Subscription.account_id == account_id
-        )
-    ) is not None
+    found = session.scalar(_OWNS, {"subscription_id": subscription_id, "account_id": account_id})
+    return found is not None
 
 
-def _newest(session: Session, statement, entity, count: int) -> list[Delivery]:
-    ordered = statement.order_by(entity.created_at.desc(), entity.id.desc()).limit(count)
-    return list(session.scalars(ordered))
+@functools.lru_cache(maxsize=None)
+def _statement(shape: _Shape) -> Select:
+    """The page's statement for ``shape``, its values as bind parameters: ``account_id``,
+    ``count`` (rows to read: the page and one more) and one per filter the shape has
+    (``cursor_at`` and ``cursor_id`` for the cursor)."""
+    conditions = _conditions(shape)
+    if shape.event_id:
+        # One event's deliveries are few (its fan-out): one scan of them, all statuses at once.
+        return _newest(select(Delivery).where(*conditions, Delivery.status.in_(shape.statuses)),
+                       Delivery)
+    return _merged(conditions, shape.statuses)
 
 
-def _merged(session: Session, conditions: list, statuses: tuple[str, ...], count: int):
+def _conditions(shape: _Shape) -> list:
+    conditions = [Delivery.account_id == bindparam("account_id")]
+    if shape.cursor:
+        conditions.append(older_than(Delivery.created_at, Delivery.id,
+                                     bindparam("cursor_at"), bindparam("cursor_id")))
+    if shape.subscription_id:
+        conditions.append(Delivery.subscription_id == bindparam("subscription_id"))
+    if shape.event_type:
+        conditions.append(Delivery.event_type == bindparam("event_type"))
+    if shape.event_id:
+        conditions.append(Delivery.event_id == bindparam("event_id"))
+    if shape.error_kind:
+        conditions.append(exists().where(Attempt.delivery_id == Delivery.id,
+                                         Attempt.error_kind == bindparam("error_kind")))
+    return conditions
+
+
+def _newest(statement: Select, entity) -> Select:
+    return statement.order_by(entity.created_at.desc(), entity.id.desc()).limit(
+        bindparam("count", type_=Integer))
+
+
+def _merged(conditions: list, statuses: tuple[str, ...]) -> Select:
     """The newest ``count`` rows over ``statuses``: one index range each, merged."""
     if len(statuses) == 1:
-        return _newest(session, select(Delivery).where(*conditions, Delivery.status == statuses[0]),
-                       Delivery, count)
+        return _newest(select(Delivery).where(*conditions, Delivery.status == statuses[0]),
+                       Delivery)
     branches = [
-        select(Delivery)
-        .where(*conditions, Delivery.status == status)
-        .order_by(Delivery.created_at.desc(), Delivery.id.desc())
-        .limit(count)
+        _newest(select(Delivery).where(*conditions, Delivery.status == status), Delivery)
         .subquery()
         for status in statuses
     ]
@@ -124,4 +164,4 @@ def _merged(session: Session, conditions: list, statuses: tuple[str, ...], count
     # on a member of a UNION itself.
     merged = union_all(*[select(branch) for branch in branches]).subquery()
     row = aliased(Delivery, merged)
-    return _newest(session, select(row), row, count)
+    return _newest(select(row), row)

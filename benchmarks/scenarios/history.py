@@ -11,7 +11,13 @@ cache): the writes
 of one delivery (emit, claim + record, the sweep), the dashboard's queries
 and whole pages, the API's delivery list with each filter (and a page far
 down), and the /metrics exposition. At the large size each read's SQL is
-run under EXPLAIN (ANALYZE, BUFFERS) and the plan kept.
+run under EXPLAIN (ANALYZE, BUFFERS) and the plan kept. The account's audit log holds
+``history_seed.AUDIT_ENTRIES`` entries at both sizes, read by the API and the Activity page;
+the publisher API's account list is read with a publisher key made for the run.
+
+``--keep-history`` reuses the histories an earlier run with that flag seeded (both
+databases are kept at the end): a run at 2,000,000 events then starts in seconds, which
+is what comparing two commits in alternated runs needs. Drop the databases by hand.
 
 No worker runs; what emit publishes is flushed.
 """
@@ -27,14 +33,16 @@ from ..plans import explain, statements_of, timed_ms
 from ..stats import median
 from . import Row
 
-TARGET_MS = 50.0  # every call at the large size, median
-TARGET_RATIO = 3.0  # large / small
+TARGET_MS = 20.0  # every read at the large size, median (issue 43)
+TARGET_RATIO = 1.2  # large / small (issue 43)
 WARMUP = 3  # untimed calls before the timed ones
 
 
 def _calls(history: history_seed.History, repeats: int) -> dict:
     """Each timed call by name: (callable, is_read). Built once per size."""
     from prometheus_client import generate_latest
+
+    from webhooks.services import publishers
 
     from web import create_app
     from web.dashboard import queries
@@ -57,6 +65,9 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
     app = create_app({"TESTING": True, "SECRET_KEY": "history-benchmark-" * 3})
     api = app.test_client()
     headers = {"Authorization": f"Bearer {history.api_key}"}
+    with session_scope() as session:
+        _, publisher_key = publishers.create(session, "history benchmark")
+    publisher = {"Authorization": f"Bearer {publisher_key}"}
     pages = app.test_client()
     _sign_in(pages, history.api_key)  # a server-side dashboard session, as a person gets one
 
@@ -116,6 +127,11 @@ def _calls(history: history_seed.History, repeats: int) -> dict:
         "page /dashboard/subscriptions/<id>": (get(pages, f"/dashboard/subscriptions/{first}"), True),
         "page /dashboard/deliveries?status=dead": (
             get(pages, "/dashboard/deliveries?status=dead"), True),
+        "GET /deliveries/<id>": (get(api, f"{api_list}/{ready[0]}", headers=headers), True),
+        "GET /audit-log": (get(api, "/api/webhooks/audit-log", headers=headers), True),
+        "GET /accounts (publisher API)": (get(api, "/api/webhooks/accounts", headers=publisher),
+                                          True),
+        "page /dashboard/activity": (get(pages, "/dashboard/activity"), True),
     }
 
 
@@ -158,10 +174,21 @@ def _using(database_url: str):
 
 
 def _seeded(ctx: Context, url: str, events: int) -> tuple[history_seed.History, dict]:
-    """An emptied database at ``url`` holding ``events`` events of history; what it took."""
+    """An emptied database at ``url`` holding ``events`` events of history; what it took.
+
+    With ``--keep-history``, the history an earlier such run left there is reused when it
+    was seeded with as many events (what the run's own calls added since is kept too).
+    """
+    name = f"history of {events} events"
     with _using(url):
+        kept = history_seed.seeded_history(name) if ctx.options.keep_history else None
+        if kept is not None:
+            print(f"  reusing the {events} events seeded before in {url.rsplit('/', 1)[-1]}",
+                  flush=True)
+            return kept, {"seed_s": None, "reused": True, **history_seed.database_size()}
         services.truncate_tables(url)
-        history = history_seed.make_history(ctx.receiver.url("/history"))
+        history = history_seed.make_history(ctx.receiver.url("/history"), name)
+        history_seed.seed_audit(history)
         niceness = ctx.sizes.seed_nice
         seeded = history_seed.seed_events(history, events, niceness=niceness)
         figures = {"seed_s": round(seeded, 2), **history_seed.finish(url, niceness=niceness),
@@ -215,6 +242,7 @@ def _summary(runs: dict[str, list[dict]]) -> dict:
         timings[name] = {"median_ms": round(median(medians), 2), "min_ms": min(medians),
                          "max_ms": max(medians),
                          "p95_ms": round(median(r["p95_ms"] for r in measured), 2),
+                         "p99_ms": round(median(r["p99_ms"] for r in measured), 2),
                          "rounds": medians}
     return timings
 
@@ -222,7 +250,11 @@ def _summary(runs: dict[str, list[dict]]) -> dict:
 def run(ctx: Context) -> dict:
     sizes = ctx.sizes
     small, large = min(sizes.history_small, sizes.history_events), sizes.history_events
-    ctx.reset()
+    keep = ctx.options.keep_history
+    if keep:
+        services.flush_broker(ctx.options.broker_url)
+    else:
+        ctx.reset()
     small_url = _sibling(ctx.options.database_url)
     services.ensure_database(small_url)
     result: dict = {"small_events": small, "events": large, "load_at_start": list(os.getloadavg())}
@@ -234,11 +266,13 @@ def run(ctx: Context) -> dict:
             "large": (ctx.options.database_url, large_history),
         })
     finally:
-        services.drop_database(small_url)
+        if not keep:
+            services.drop_database(small_url)
     result.update(small=timings["small"], large=timings["large"])
     for name in result["large"]:
-        print(f"  {name}: {result['small'][name]['median_ms']} ms at {small}, "
-              f"{result['large'][name]['median_ms']} ms at {large}", flush=True)
+        at_small, at_large = result["small"][name], result["large"][name]
+        print(f"  {name}: {at_small['median_ms']} ms (p99 {at_small['p99_ms']}) at {small}, "
+              f"{at_large['median_ms']} ms (p99 {at_large['p99_ms']}) at {large}", flush=True)
     result["load_at_end"] = list(os.getloadavg())
     ctx.results["history"] = result
     return result
@@ -262,7 +296,7 @@ def rows(results: dict) -> list[Row]:
     for name, large in r["large"].items():
         small = r["small"][name]["median_ms"]
         ratio = large["median_ms"] / small if small else None
-        out.append(Row("history", f"{name} at {n}", large["median_ms"], "ms", f"<= {TARGET_MS:.0f}"))
+        out.append(Row("history", f"{name} at {n}", large["median_ms"], "ms", f"<= {TARGET_MS:g}"))
         out.append(Row("history", f"{name}: x of {r['small_events']:,}", ratio, "x",
-                       f"<= {TARGET_RATIO:.0f}"))
+                       f"<= {TARGET_RATIO:g}"))
     return out

@@ -8,12 +8,13 @@ import itertools
 import random
 
 import pytest
-from sqlalchemy import event, select, update
+from sqlalchemy import event, insert, select, update
 
 from tests.factories import make_account, make_subscription
+from web import delivery_list
 from web.delivery_list import STORED_STATUSES, DeliveryFilters, delivery_page
 from webhooks.storage.db import get_engine, session_scope
-from webhooks.storage.models import Delivery, DeliveryStatus
+from webhooks.storage.models import Attempt, Delivery, DeliveryStatus
 
 from .helpers import insert_deliveries
 
@@ -55,11 +56,15 @@ def walk(account_id: str, filters: DeliveryFilters, limit: int) -> list[str]:
 def expected(account_id: str, filters: DeliveryFilters) -> list[str]:
     with session_scope() as session:
         rows = session.scalars(select(Delivery).where(Delivery.account_id == account_id)).all()
+        failed_so = set(session.scalars(select(Attempt.delivery_id).where(
+            Attempt.error_kind == filters.error_kind))) if filters.error_kind else set()
     matching = [
         row for row in rows
         if (not filters.status or row.status in STORED_STATUSES[filters.status])
         and (not filters.subscription_id or row.subscription_id == filters.subscription_id)
         and (not filters.event_type or row.event_type == filters.event_type)
+        and (not filters.event_id or row.event_id == filters.event_id)
+        and (not filters.error_kind or row.id in failed_so)
     ]
     matching.sort(key=lambda row: (row.created_at, row.id), reverse=True)
     return [row.id for row in matching]
@@ -107,3 +112,43 @@ def test_another_accounts_subscription_gives_an_empty_page_without_reading_its_r
         event.remove(engine, "before_cursor_execute", record)
     assert page == ([], None)
     assert statements and not [s for s in statements if "FROM deliveries" in s]
+
+
+def _time_out_every_third(account_id: str) -> None:
+    """An attempt that timed out for every third of the account's deliveries (by id), and one
+    that was refused for the others."""
+    with session_scope() as session:
+        ids = sorted(session.scalars(select(Delivery.id).where(Delivery.account_id == account_id)))
+        session.execute(insert(Attempt), [
+            dict(delivery_id=delivery_id, number=1, started_at=T0, duration_ms=10,
+                 status_code=None, error="no answer", outcome="retry",
+                 error_kind="timeout" if index % 3 == 0 else "connection_refused")
+            for index, delivery_id in enumerate(ids)])
+
+
+@pytest.mark.parametrize("status", [None, "pending"])
+def test_the_event_and_error_kind_filters_page_through_the_matching_rows_in_order(rows, status):
+    account_id, first, _ = rows
+    _time_out_every_third(account_id)
+    with session_scope() as session:
+        event_id = session.scalar(select(Delivery.event_id).where(
+            Delivery.subscription_id == first).limit(1))
+    for filters in (DeliveryFilters(status=status, event_id=event_id),
+                    DeliveryFilters(status=status, error_kind="timeout"),
+                    DeliveryFilters(status=status, error_kind="timeout", subscription_id=first)):
+        want = expected(account_id, filters)
+        assert want, filters
+        assert walk(account_id, filters, limit=2) == want
+
+
+def test_a_shape_is_built_once_and_takes_each_calls_values(rows):
+    """The statement of a shape is reused (not rebuilt) and binds the values of each call: the
+    same shape with another subscription, type or cursor lists that one's rows."""
+    account_id, first, second = rows
+    walk(account_id, DeliveryFilters(subscription_id=first, event_type="email.sent"), limit=3)
+    built = delivery_list._statement.cache_info().currsize
+    for subscription_id, event_type in itertools.product((first, second),
+                                                        ("email.sent", "email.opened")):
+        filters = DeliveryFilters(subscription_id=subscription_id, event_type=event_type)
+        assert walk(account_id, filters, limit=3) == expected(account_id, filters)
+    assert delivery_list._statement.cache_info().currsize == built

@@ -9,8 +9,9 @@ all come back as ``None``, which the views answer with 404.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
-from sqlalchemy import func, select
+from sqlalchemy import Integer, bindparam, func, select
 from sqlalchemy.orm import Session
 
 from webhooks.services import reads
@@ -128,16 +129,19 @@ def replays_of(session: Session, account_id: str, delivery_id: str) -> list[Deli
     )
 
 
+# Built once (these run on every dashboard page): the request's values are bound per call.
+_REPLAYED = (select(Delivery.replay_of)
+             .where(Delivery.replay_of.in_(bindparam("ids", expanding=True)),
+                    Delivery.account_id == bindparam("account_id"))
+             .distinct())
+
+
 def replayed_among(session: Session, account_id: str, delivery_ids: list[str]) -> set[str]:
     """Which of these deliveries were replayed (some delivery replays them): one index range
     (ix_deliveries_replay_of) per id of the page."""
     if not delivery_ids:
         return set()
-    return set(session.scalars(
-        select(Delivery.replay_of)
-        .where(Delivery.replay_of.in_(delivery_ids), Delivery.account_id == account_id)
-        .distinct()
-    ))
+    return set(session.scalars(_REPLAYED, {"ids": list(delivery_ids), "account_id": account_id}))
 
 
 def event_body(session: Session, account_id: str, event_id: str) -> bytes | None:
@@ -159,16 +163,25 @@ def hourly_outcomes(
     at most 24 hours x 4 outcomes x its shards per subscription, whatever
     the traffic.
     """
-    total = func.sum(AttemptHour.attempts)
+    values = {"account_id": account_id, "hour": floor_hour(since),
+              "subscription_id": subscription_id}
+    rows = session.execute(_hourly(subscription_id is not None), values)
+    return [(hour, outcome, int(count)) for hour, outcome, count in rows]
+
+
+@functools.lru_cache(maxsize=None)
+def _hourly(by_subscription: bool):
+    """hourly_outcomes' statement (``account_id``, ``hour``, and ``subscription_id`` when
+    ``by_subscription``)."""
     statement = (
-        select(AttemptHour.hour_start, AttemptHour.outcome, total)
-        .where(AttemptHour.account_id == account_id,
-               AttemptHour.hour_start >= floor_hour(since))
+        select(AttemptHour.hour_start, AttemptHour.outcome, func.sum(AttemptHour.attempts))
+        .where(AttemptHour.account_id == bindparam("account_id"),
+               AttemptHour.hour_start >= bindparam("hour"))
         .group_by(AttemptHour.hour_start, AttemptHour.outcome)
     )
-    if subscription_id is not None:
-        statement = statement.where(AttemptHour.subscription_id == subscription_id)
-    return [(hour, outcome, int(count)) for hour, outcome, count in session.execute(statement)]
+    if by_subscription:
+        statement = statement.where(AttemptHour.subscription_id == bindparam("subscription_id"))
+    return statement
 
 
 def _waiting(session: Session, account_id: str, stored: tuple[str, ...],
@@ -176,33 +189,48 @@ def _waiting(session: Session, account_id: str, stored: tuple[str, ...],
     """Deliveries in these stored statuses now, counted up to COUNT_CAP + 1.
 
     Each count reads one index only (ix_deliveries_by_account, or
-    ix_deliveries_by_subscription once the subscription is known to be the
-    account's: an account_id test there would read every row's heap page).
+    ix_deliveries_by_subscription: the caller has checked that the subscription
+    is the account's, as an account_id test there would read every row's heap page).
     """
-    if subscription_id is None:
-        waiting = select(Delivery.id).where(Delivery.account_id == account_id)
-    elif owns_subscription(session, account_id, subscription_id):
-        waiting = select(Delivery.id).where(Delivery.subscription_id == subscription_id)
+    values = {"account_id": account_id, "subscription_id": subscription_id,
+              "cap": COUNT_CAP + 1}
+    return session.scalar(_waiting_count(stored, subscription_id is not None), values)
+
+
+@functools.lru_cache(maxsize=None)
+def _waiting_count(stored: tuple[str, ...], by_subscription: bool):
+    """_waiting's statement: by ``subscription_id``, or else by ``account_id``; ``cap`` rows
+    at most."""
+    if by_subscription:
+        waiting = select(Delivery.id).where(Delivery.subscription_id == bindparam("subscription_id"))
     else:
-        return 0
-    waiting = waiting.where(Delivery.status.in_(stored)).limit(COUNT_CAP + 1)
-    return session.scalar(select(func.count()).select_from(waiting.subquery()))
+        waiting = select(Delivery.id).where(Delivery.account_id == bindparam("account_id"))
+    waiting = waiting.where(Delivery.status.in_(stored)).limit(bindparam("cap", type_=Integer))
+    return select(func.count()).select_from(waiting.subquery())
 
 
 def status_counts(
-    session: Session, account_id: str, since: dt.datetime, subscription_id: str | None = None
+    session: Session, account_id: str, since: dt.datetime, subscription_id: str | None = None,
+    *, outcomes: list[tuple[dt.datetime, str, int]] | None = None,
 ) -> dict[str, int]:
     """Deliveries by public status: finished from the hour of ``since`` on, and waiting now.
 
     ``done``, ``failed`` and ``dead`` count the deliveries whose last attempt
-    was in those hours (the chart's own rollup rows). ``pending`` and
-    ``paused`` count those waiting now, whenever they were created, up to
-    COUNT_CAP + 1 (a value above COUNT_CAP means "more than COUNT_CAP").
+    was in those hours (the chart's own rollup rows; ``outcomes``: those rows
+    when the page has read them already for its chart, from the same
+    ``since``). ``pending`` and ``paused`` count those waiting now, whenever
+    they were created, up to COUNT_CAP + 1 (a value above COUNT_CAP means
+    "more than COUNT_CAP"). Another account's subscription counts nothing.
     """
     counts = {status: 0 for status in PUBLIC_STATUSES}
-    for _hour, outcome, count in hourly_outcomes(session, account_id, since, subscription_id):
+    if outcomes is None:
+        outcomes = hourly_outcomes(session, account_id, since, subscription_id)
+    for _hour, outcome, count in outcomes:
         if outcome in _FINAL_OUTCOMES:
             counts[_FINAL_OUTCOMES[outcome]] += count
+    if subscription_id is not None and not owns_subscription(session, account_id,
+                                                             subscription_id):
+        return counts
     for status in ("pending", "paused"):
         counts[status] = _waiting(session, account_id, STORED_STATUSES[status], subscription_id)
     return counts

@@ -14,6 +14,7 @@ Pure code: text in, escaped markup out.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from markupsafe import Markup, escape
@@ -25,8 +26,12 @@ _PARTS = re.compile(r"/+|[.?#&=@]")
 _BEFORE = set(".?#&=")
 
 
+@functools.lru_cache(maxsize=1024)
 def breakable_url(url: str | None) -> Markup:
     """``url`` HTML-escaped, with ``<wbr>`` at each place it may wrap.
+
+    Remembered per URL (a list shows the same few subscriptions' URLs on every row, and
+    escaping them cost 0.1 ms a row).
 
     >>> str(breakable_url("https://hooks.example.com/in"))
     'https://<wbr>hooks<wbr>.example<wbr>.com/<wbr>in'

@@ -7,7 +7,7 @@ import logging
 
 from flask import abort, flash, redirect, render_template, request, url_for
 from markupsafe import Markup
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from webhooks.services.accounts import account_for_key
 from webhooks.storage.models import Delivery, DeliveryStatus, utcnow
@@ -23,6 +23,15 @@ log = logging.getLogger("web.dashboard")
 HOURS = 24
 # The overview lists the dead deliveries of the last week (newest ten).
 DEAD_LISTED_FOR = dt.timedelta(days=7)
+# Built once, the account and the week's start bound per request.
+_RECENT_DEAD = (
+    select(Delivery)
+    .where(Delivery.account_id == bindparam("account_id"),
+           Delivery.status == DeliveryStatus.DEAD.value,
+           Delivery.created_at >= bindparam("since"))
+    .order_by(Delivery.created_at.desc(), Delivery.id.desc())
+    .limit(10)
+)
 
 
 def chart_since(now: dt.datetime) -> dt.datetime:
@@ -30,10 +39,15 @@ def chart_since(now: dt.datetime) -> dt.datetime:
     return chart.floor_hour(now) - dt.timedelta(hours=HOURS - 1)
 
 
-def hourly_chart(account_id: str, subscription_id: str | None = None, title: str | None = None) -> Markup:
-    """The last 24 hours of attempts by outcome, as inline SVG, and its legend as HTML."""
-    now = utcnow()
-    rows = queries.hourly_outcomes(db_session(), account_id, chart_since(now), subscription_id)
+def hourly_chart(account_id: str, subscription_id: str | None = None, title: str | None = None,
+                 *, rows: list | None = None, now: dt.datetime | None = None) -> Markup:
+    """The last 24 hours of attempts by outcome, as inline SVG, and its legend as HTML.
+
+    ``rows``: queries.hourly_outcomes from chart_since(``now``), when the page has read
+    them already (for its status counts); else they are read here."""
+    now = now or utcnow()
+    if rows is None:
+        rows = queries.hourly_outcomes(db_session(), account_id, chart_since(now), subscription_id)
     buckets = chart.hourly_buckets(rows, now, HOURS)
     svg = chart.render_chart(
         buckets,
@@ -59,28 +73,20 @@ def index():
     subscriptions = queries.subscriptions_of(session, account.id)
     paused = [s for s in subscriptions if s.status == "paused"]
     now = utcnow()
-    dead = list(
-        session.scalars(
-            select(Delivery)
-            .where(
-                Delivery.account_id == account.id,
-                Delivery.status == DeliveryStatus.DEAD.value,
-                Delivery.created_at >= now - DEAD_LISTED_FOR,
-            )
-            .order_by(Delivery.created_at.desc(), Delivery.id.desc())
-            .limit(10)
-        )
-    )
+    dead = list(session.scalars(_RECENT_DEAD, {"account_id": account.id,
+                                               "since": now - DEAD_LISTED_FOR}))
     labels = queries.subscription_labels(session, account.id, [d.subscription_id for d in dead])
+    # One read of the rollup for the counts and the chart, which cover the same hours.
+    outcomes = queries.hourly_outcomes(session, account.id, chart_since(now))
     return render_template(
         "dashboard/overview.html",
         subscriptions=subscriptions,
         paused=paused,
         dead=dead,
         labels=labels,
-        counts=queries.status_counts(session, account.id, chart_since(now)),
+        counts=queries.status_counts(session, account.id, chart_since(now), outcomes=outcomes),
         count_cap=queries.COUNT_CAP,
-        chart_svg=hourly_chart(account.id),
+        chart_svg=hourly_chart(account.id, rows=outcomes, now=now),
     )
 
 

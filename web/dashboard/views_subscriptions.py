@@ -157,6 +157,8 @@ def _subscription_page(subscription: Subscription, show_secret: bool,
     )
     now = utcnow()
     since = chart_since(now)
+    # One read of the rollup for the counts and the chart, which cover the same hours.
+    outcomes = queries.hourly_outcomes(session, account_id, since, subscription.id)
     return render_template(
         "dashboard/subscription.html",
         subscription=subscription,
@@ -183,10 +185,12 @@ def _subscription_page(subscription: Subscription, show_secret: bool,
         show_secret=show_secret,
         recent=recent,
         replayed=queries.replayed_among(session, account_id, [d.id for d in recent]),
-        counts=queries.status_counts(session, account_id, since, subscription.id),
+        counts=queries.status_counts(session, account_id, since, subscription.id,
+                                     outcomes=outcomes),
         count_cap=queries.COUNT_CAP,
         chart_svg=hourly_chart(
-            account_id, subscription.id, "Attempts to this endpoint per hour, last 24 hours"
+            account_id, subscription.id, "Attempts to this endpoint per hour, last 24 hours",
+            rows=outcomes, now=now,
         ),
     )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from webhooks.lifecycle.failure_kinds import ErrorKind
@@ -27,27 +27,28 @@ ERROR_KINDS = tuple(kind.value for kind in ErrorKind)
 
 # utcnow (re-exported) is the store's clock: "now" on a page is the now its rows are compared with.
 
+# Every read of a delivery's page runs these: built once, the request's values bound per call.
+_OWNED_DELIVERY = select(Delivery).where(Delivery.id == bindparam("delivery_id"),
+                                         Delivery.account_id == bindparam("account_id"))
+_ATTEMPTS = (select(Attempt)
+             .where(Attempt.delivery_id.in_(bindparam("delivery_ids", expanding=True)))
+             .order_by(Attempt.delivery_id, Attempt.number))
+
 
 def owned_delivery(session: Session, account_id: str, delivery_id: str) -> Delivery | None:
     """The account's delivery with this id (its subscription may be deleted), or None."""
     canonical = canonical_id(delivery_id)
     if canonical is None:
         return None
-    return session.scalars(
-        select(Delivery).where(Delivery.id == canonical, Delivery.account_id == account_id)
-    ).first()
+    return session.scalars(_OWNED_DELIVERY,
+                           {"delivery_id": canonical, "account_id": account_id}).first()
 
 
 def attempts_by_delivery(session: Session, delivery_ids: list[str]) -> dict[str, list[Attempt]]:
     """The attempts of these deliveries, in one query, by delivery id, in attempt order."""
     by_delivery: dict[str, list[Attempt]] = defaultdict(list)
     if delivery_ids:
-        rows = session.scalars(
-            select(Attempt)
-            .where(Attempt.delivery_id.in_(delivery_ids))
-            .order_by(Attempt.delivery_id, Attempt.number)
-        )
-        for attempt in rows:
+        for attempt in session.scalars(_ATTEMPTS, {"delivery_ids": list(delivery_ids)}):
             by_delivery[attempt.delivery_id].append(attempt)
     return by_delivery
 
