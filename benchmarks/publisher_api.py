@@ -10,8 +10,9 @@ Each leg sends ``--events`` events; the rate counts from the first call until
 the last one returned (both return only once the broker accepted the message,
 CONTRACT 9.1). The legs run in alternated pairs (python/http, then http/python,
 ...) because this machine is shared and loaded: compare within a pair. Prints
-each pair's rates, their ratio, and the 202's latency (p50, p99) next to
-emit_event's own call time.
+each pair's rates, their ratio, the 202's latency (p50, p99) next to
+emit_event's own call time, and each leg's CPU per event (this process, whose
+threads are the clients or call emit_event, plus gunicorn's processes).
 
 Needs PostgreSQL and Redis: WEBHOOKS_DATABASE_URL (default a database named
 ``webhooks_bench_publisher`` on 127.0.0.1, made and migrated if missing; its
@@ -39,6 +40,7 @@ os.environ.setdefault("WEBHOOKS_DATABASE_URL",
 os.environ.setdefault("WEBHOOKS_BROKER_URL", "redis://127.0.0.1:6379/12")
 
 from . import services  # noqa: E402  (after the environment it reads)
+from .resources import group_cpu_s  # noqa: E402
 from .stats import percentile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -57,8 +59,11 @@ def _start_web(port: int, log: Path, workers: int, threads: int) -> subprocess.P
     command = [str(Path(sys.executable).parent / "gunicorn"), "--bind", f"127.0.0.1:{port}",
                "--workers", str(workers), "--threads", str(threads), "--worker-class", "web.server.JsonErrorWorker",
                "--keep-alive", "60", "--no-control-socket", "web:create_app()"]
+    # The publisher limit is counted as in production (leases of 10 from Redis), but set
+    # above any rate this machine reaches: its default, 1000 a second, would cap the HTTP
+    # leg where emit_event's leg has no cap (it did, at ~1300 events/s of emit_event).
     env = {**os.environ, "WEBHOOKS_API_RATE_LIMIT": "100000 per second",
-           "WEBHOOKS_LOG_LEVEL": "WARNING"}
+           "WEBHOOKS_PUBLISHER_RATE_LIMIT": "100000", "WEBHOOKS_LOG_LEVEL": "WARNING"}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log.open("wb"),
                                stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.monotonic() + 60
@@ -123,6 +128,21 @@ def _leg(send_one, events: int) -> tuple[float, list[float]]:
     return events / elapsed, [d for per in durations for d in per]
 
 
+def _cpu_s(web_pgid: int) -> float:
+    """CPU seconds so far of this process (its client or emit_event threads, finished ones
+    included) and of gunicorn's process group (master and workers)."""
+    mine = os.times()
+    return mine.user + mine.system + group_cpu_s(web_pgid)
+
+
+def _measured_leg(send_one, events: int, web_pgid: int) -> tuple[float, list[float], float]:
+    """:func:`_leg`, and the CPU it cost this machine's two sides per event (ms): a figure
+    the other sessions' load disturbs less than the rates."""
+    before = _cpu_s(web_pgid)
+    rate, durations = _leg(send_one, events)
+    return rate, durations, (_cpu_s(web_pgid) - before) / events * 1000
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2000, help="events per leg (2000)")
@@ -174,20 +194,22 @@ def main(argv=None) -> int:
               f"web: gunicorn {args.web_workers} workers x {args.web_threads} threads; "
               f"{os.cpu_count()} CPUs, shared")
         print(f"{'pair':>4} {'order':>12} {'python ev/s':>12} {'http ev/s':>10} {'ratio':>6} "
-              f"{'py p50/p99 ms':>14} {'202 p50/p99 ms':>15}")
+              f"{'py p50/p99 ms':>14} {'202 p50/p99 ms':>15} {'CPU ms/ev py/http':>18}")
         ratios = []
         for pair in range(args.pairs):
             order = ("python", "http") if pair % 2 == 0 else ("http", "python")
             figures = {}
             for name in order:
-                figures[name] = _leg(legs[name], args.events)
+                figures[name] = _measured_leg(legs[name], args.events, web.pid)
                 services.flush_broker(broker_url)
-            (py_rate, py_times), (http_rate, http_times) = figures["python"], figures["http"]
+            (py_rate, py_times, py_cpu), (http_rate, http_times, http_cpu) = (figures["python"],
+                                                                              figures["http"])
             ratios.append(http_rate / py_rate)
             print(f"{pair + 1:>4} {'/'.join(order):>12} {py_rate:>12.0f} {http_rate:>10.0f} "
                   f"{http_rate / py_rate:>6.2f} "
                   f"{percentile(py_times, 50) * 1000:>6.2f}/{percentile(py_times, 99) * 1000:<7.2f}"
-                  f"{percentile(http_times, 50) * 1000:>7.2f}/{percentile(http_times, 99) * 1000:.2f}")
+                  f"{percentile(http_times, 50) * 1000:>7.2f}/{percentile(http_times, 99) * 1000:<7.2f}"
+                  f"{py_cpu:>10.2f}/{http_cpu:.2f}")
         print(f"ratio http/python per pair: {', '.join(f'{r:.2f}' for r in ratios)}; "
               f"median {statistics.median(ratios):.2f}")
     finally:

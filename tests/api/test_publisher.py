@@ -347,6 +347,38 @@ def test_the_publisher_rate_limit_grants_no_more_than_the_limit_per_second(redis
     assert [small.hit("p2", now) is None for _ in range(4)] == [True, True, True, False]
 
 
+def test_threads_that_lease_at_once_lose_no_lease(redis_broker):
+    """Four threads find the lease spent and each take one from the shared counter before
+    any has stored its own: every hit they were granted is still spent, up to the limit."""
+    from limits.storage import storage_from_string
+
+    from tests.support.services import REDIS_URL
+    from web.ratelimit import LeasedWindows
+
+    storage = storage_from_string(REDIS_URL)
+    all_asking = threading.Barrier(4)
+
+    class AllAskAtOnce:
+        def incr(self, *args, **kwargs):
+            counted = storage.incr(*args, **kwargs)
+            all_asking.wait(timeout=10)  # nobody stores a lease before all four took one
+            return counted
+
+    windows = LeasedWindows(lambda: AllAskAtOnce(), 40)  # leases of 4
+    now = 2_000_000.5
+    firsts = []
+    threads = [threading.Thread(target=lambda: firsts.append(windows.hit("p", now)))
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert firsts == [None] * 4
+    windows.storage = lambda: storage  # the rest one at a time
+    granted = sum(windows.hit("p", now) is None for _ in range(60))
+    assert granted == 40 - 4  # the whole limit: the four leases' 12 other hits were kept
+
+
 def test_over_the_publisher_rate_limit_a_429_with_retry_after(db, redis_broker, monkeypatch):
     from web import create_app
     from webhooks.config import reset_settings_cache

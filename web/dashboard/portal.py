@@ -31,7 +31,8 @@ from __future__ import annotations
 import datetime as dt
 
 from flask import current_app, session
-from flask.sessions import SecureCookieSessionInterface
+
+from .cookie_scope import CookiePathSessionInterface
 
 __all__ = ["STATE_CHANGING_METHODS", "ALLOWED_WHEN_READ_ONLY", "PORTAL_KEY", "ENDS_AT_KEY",
            "refused_when_read_only", "content_security_policy", "frame_ancestors",
@@ -69,10 +70,11 @@ def _framed_portal_session() -> bool:
     return bool(session.get(PORTAL_KEY)) and bool(frame_ancestors())
 
 
-class PortalCookieSessionInterface(SecureCookieSessionInterface):
-    """Flask's signed-cookie sessions, with ``SameSite=None; Secure; Partitioned`` for a portal
-    session while framing is allowed (every other cookie keeps the app's settings), and an
-    ``Expires`` that is the session's end on the server."""
+class PortalCookieSessionInterface(CookiePathSessionInterface):
+    """Flask's signed-cookie sessions (opened under the cookie's path only: cookie_scope.py),
+    with ``SameSite=None; Secure; Partitioned`` for a portal session while framing is allowed
+    (every other cookie keeps the app's settings), and an ``Expires`` that is the session's
+    end on the server."""
 
     def get_expiration_time(self, app, session):
         ends_at = session.get(ENDS_AT_KEY)
