@@ -11,7 +11,6 @@ from webhooks.broker.outbox import publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.lifecycle.sweep import sweep
 from webhooks.storage import clock, scheduled_runs
-from webhooks.storage import waiting_counts  # states.waiting is the predicate
 from webhooks.storage.db import session_scope
 
 __all__ = ["run_sweep"]
@@ -20,8 +19,6 @@ __all__ = ["run_sweep"]
 def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None = None) -> int:
     """Publish what :func:`sweep` finds; returns how many messages it sent.
 
-    It also folds the waiting counts of database connections that have gone
-    (webhooks/storage/waiting_counts.py), so /metrics keeps reading a few rows.
     A run beat sent for ``slot`` first claims it, in the sweep's own transaction,
     and does nothing (returns 0) if another run has it (webhooks/storage/scheduled_runs.py);
     a run without one (a recover's) always sweeps.
@@ -41,8 +38,5 @@ def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None
             lookahead=2 * settings.sweep_interval,
             sent=slot.start if slot is not None else None,
         )
-        # In the same transaction (no commit of its own): it writes only rows no one else
-        # does, those of backends that have gone, and row 0, which only a fold writes.
-        waiting_counts.fold(session.connection())
     refused = publish_now(found)
     return len(found) - refused

@@ -370,9 +370,10 @@ class AttemptTotal(Base):
 
 
 class WaitingCount(Base):
-    """Deliveries pending, sending and paused, counted by triggers as statuses change (webhooks/storage/waiting_counts.py).
-
-    The gauges of /metrics: summed over a few rows, whatever the backlog.
+    """Unused since migration 0028, which dropped the triggers that kept it (issue 43:
+    they cost every emit, claim and record; webhooks/storage/waiting_counts.py counts
+    on the indexes instead). Kept one release for the old /metrics of a rolling
+    upgrade (docs/upgrade.md); a later migration drops it.
     """
 
     __tablename__ = "waiting_counts"
