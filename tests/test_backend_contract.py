@@ -171,8 +171,8 @@ def test_waiting_counts_follow_the_statuses(account):
     account_id, _ = account
     delivery_id = emit(account_id).delivery_ids[0]
     claim(delivery_id, 0)
-    with get_engine().connect() as connection:
-        counts = waiting_counts.read(connection)
+    with get_engine().begin() as connection:
+        counts = waiting_counts.refresh(connection)
     assert (counts["pending"], counts["sending"]) == (0, 1)
 
 

@@ -28,6 +28,9 @@ def counted() -> dict[str, int]:
 
 
 def kept() -> dict[str, int]:
+    """What a scrape reads after a sweep counted."""
+    with get_engine().begin() as connection:
+        waiting.refresh(connection)
     with get_engine().connect() as connection:
         return waiting.read(connection)
 
@@ -104,18 +107,23 @@ def test_one_statement_over_many_rows_and_deletes_are_counted(subscription_id):
     assert agree() == {"pending": 0, "sending": 0, "paused": 0}
 
 
-def test_metrics_show_the_deliveries_waiting(subscription_id):
+def test_metrics_show_what_the_last_sweep_counted(subscription_id):
     from web.metrics import read_snapshot
 
     account_id = _account(subscription_id)
     emit(account_id), emit(account_id)
     with get_engine().begin() as connection:
+        assert read_snapshot(connection, utcnow())["waiting"]["pending"] == 0  # not counted yet
+    run_sweep()
+    emit(account_id)  # after the sweep: the next one counts it
+    with get_engine().begin() as connection:
         assert read_snapshot(connection, utcnow())["waiting"]["pending"] == 2
+    assert agree()["pending"] == 3
 
 
 def test_emit_claim_and_record_write_no_counter_of_the_waiting(subscription_id):
     """The triggers of migration 0008 wrote waiting_counts in every emit, claim and record;
-    0028 dropped them: the table (kept one release for old hosts) stays empty."""
+    0028 dropped them: until a sweep counts, the table holds no count."""
     account_id = _account(subscription_id)
     first, second = emit(account_id)[0], emit(account_id)[0]
     attempt(first, 200, 40)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from webhooks.broker.outbox import publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.lifecycle.sweep import sweep
-from webhooks.storage import clock, scheduled_runs
+from webhooks.storage import clock, scheduled_runs, waiting_counts
 from webhooks.storage.db import session_scope
 
 __all__ = ["run_sweep"]
@@ -18,6 +18,8 @@ __all__ = ["run_sweep"]
 
 def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None = None) -> int:
     """Publish what :func:`sweep` finds; returns how many messages it sent.
+
+    It also counts the waiting deliveries for /metrics (webhooks/storage/waiting_counts.py).
 
     A run beat sent for ``slot`` first claims it, in the sweep's own transaction,
     and does nothing (returns 0) if another run has it (webhooks/storage/scheduled_runs.py);
@@ -38,5 +40,8 @@ def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None
             lookahead=2 * settings.sweep_interval,
             sent=slot.start if slot is not None else None,
         )
+        # In the same transaction: the gauges as of this sweep, written by nothing else
+        # (the hot path keeps no counter: issue 43).
+        waiting_counts.refresh(session.connection())
     refused = publish_now(found)
     return len(found) - refused

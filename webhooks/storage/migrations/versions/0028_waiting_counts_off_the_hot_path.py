@@ -5,12 +5,12 @@ on ``deliveries`` that added every change of status into ``waiting_counts``,
 so that /metrics read a few rows. They ran in every emit, claim and record:
 measured (docs/performance.md, "Counters off the hot path") at about 0.4 ms of
 PostgreSQL CPU and 0.4 KB of WAL per delivery, nearly half the backend's CPU
-of an attempt. /metrics now counts the unfinished deliveries on their indexes
-when it is scraped (webhooks/storage/waiting_counts.py).
-
-The table stays, unused, for one release: an old host's /metrics still reads
-it during a rolling upgrade (its gauges stand still meanwhile). Downgrade
-makes the triggers again as 0008 did and counts the deliveries waiting now.
+of an attempt. Each sweep now counts the unfinished deliveries on their
+indexes into row 0 of the same table, which /metrics reads as before
+(webhooks/storage/waiting_counts.py); the other rows go at the first sweep.
+An old host's /metrics reads the same table during a rolling upgrade.
+Downgrade makes the triggers again as 0008 did and counts the deliveries
+waiting now.
 
 Revision ID: 0028
 Revises: 0027
