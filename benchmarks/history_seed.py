@@ -18,9 +18,9 @@ pending     3 %    1 to 3 retries so far; the next one parked, due 24 to 36 h af
 Each chunk of ``CHUNK`` events is one INSERT statement of data-modifying
 CTEs (events, deliveries, attempts) over ``generate_series``; foreign-key
 checks are switched off for the seeding session only (the rows refer to
-each other by construction); that also skips the triggers that keep the
-waiting counts. The rollups and those counts are recounted afterwards
-(``webhooks.storage.rollup.rebuild``, ``webhooks.storage.waiting_counts.recount``) and the tables vacuumed and analysed, as
+each other by construction). The rollups and the waiting counts are counted
+afterwards (``webhooks.storage.rollup.rebuild``, ``webhooks.storage.waiting_counts.refresh``)
+and the tables vacuumed and analysed, as
 autovacuum would have done on a table that grew over months.
 """
 
@@ -231,8 +231,8 @@ def seed_events(history: History, n: int, *, hours: float = 72.0,
 
 
 def finish(database_url: str, *, niceness: int = 0) -> dict[str, float]:
-    """Recount the rollups and the waiting counts (the seeding skipped the triggers), then
-    VACUUM ANALYZE; the seconds each took (``niceness`` as for seed_events)."""
+    """Recount the rollups (the seeding skipped them) and the waiting counts (as a sweep
+    does), then VACUUM ANALYZE; the seconds each took (``niceness`` as for seed_events)."""
     from webhooks.storage import waiting_counts as waiting
     from webhooks.storage.db import get_engine
     from webhooks.storage.rollup import rebuild
@@ -240,7 +240,7 @@ def finish(database_url: str, *, niceness: int = 0) -> dict[str, float]:
     started = time.perf_counter()
     with get_engine().begin() as connection, _niced(connection, niceness):
         rebuild(connection)
-        waiting.recount(connection)
+        waiting.refresh(connection)
     rolled = time.perf_counter() - started
     started = time.perf_counter()
     with get_engine(database_url).connect() as connection:

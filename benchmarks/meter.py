@@ -91,6 +91,9 @@ class Meter:
             ours = wal["this_database"]
             out["wal_bytes_per_delivery"] = round(ours * per) if ours is not None else None
             out["wal_bytes_all_databases_per_delivery"] = round(wal["all_databases"] * per)
+            if wal.get("kinds"):
+                out["wal_by_relation"] = resources.relation_names(self.connection,
+                                                                  wal["kinds"], per)
             if wal.get("error"):
                 out["wal_error"] = wal["error"]
         return out

@@ -25,7 +25,8 @@ __all__ = ["group_cpu_s", "process_cpu_s", "machine_cpu", "parse_proc_stat", "Sa
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 _RECORD = re.compile(r"len \(rec/tot\):\s*\d+/\s*(\d+), tx:\s*(\d+)")
-_REL = re.compile(r"rel \d+/(\d+)/\d+")
+_REL = re.compile(r"rel \d+/(\d+)/(\d+)")
+_KIND = re.compile(r"^rmgr: (\w+)\s.*desc: (\w+)")
 
 
 def process_cpu_s(pid: int) -> float:
@@ -142,6 +143,7 @@ def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | N
         return {"all_databases": int(total), "this_database": None, "error": error}
     out = done.stdout
     ours, transactions, commits = 0, set(), []
+    kinds: Counter = Counter()  # bytes by (relfilenode, record kind), this database's
     for line in out.splitlines():
         record = _RECORD.search(line)
         if record is None:
@@ -151,10 +153,33 @@ def wal_bytes_of(connection, oid: int, start_lsn: str, end_lsn: str) -> dict | N
         if relation is not None and int(relation.group(1)) == oid:
             ours += size
             transactions.add(tx)
+            kinds[(int(relation.group(2)), _kind_of(line))] += size
         elif line.startswith("rmgr: Transaction"):
             commits.append((tx, size))
-    ours += sum(size for tx, size in commits if tx in transactions)
-    return {"all_databases": int(total), "this_database": ours}
+    committed = sum(size for tx, size in commits if tx in transactions)
+    ours += committed
+    kinds[(0, "commit records")] += committed
+    return {"all_databases": int(total), "this_database": ours, "kinds": kinds}
+
+
+def _kind_of(line: str) -> str:
+    """A WAL record's kind, as pg_waldump names it: its resource manager and operation
+    (``Heap HOT_UPDATE``, ``Btree INSERT_LEAF``), with ``+FPW`` when it carries a full
+    page image (the first change of a page after a checkpoint)."""
+    kind = _KIND.search(line)
+    name = f"{kind.group(1)} {kind.group(2)}" if kind else "?"
+    return name + ("+FPW" if " FPW" in line else "")
+
+
+def relation_names(connection, kinds: Counter, per: float, top: int = 60) -> dict[str, float]:
+    """``kinds`` (wal_bytes_of's) as bytes per delivery by "relation: kind", the ``top``
+    largest, relations named from ``connection``'s database (a number if not found)."""
+    names = dict(connection.execute(text(
+        "SELECT pg_relation_filenode(oid), relname FROM pg_class"
+        " WHERE pg_relation_filenode(oid) IS NOT NULL")).all())
+    named = {f"{names.get(node, node) if node else ''}: {kind}": round(size * per, 1)
+             for (node, kind), size in kinds.most_common(top)}
+    return named
 
 
 def _server_binary(connection, name: str) -> str | None:

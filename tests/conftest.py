@@ -141,10 +141,6 @@ def sqlite_db(_sqlite_url, monkeypatch):
     with get_engine(_sqlite_url).begin() as connection:
         for table in TABLES.split(", "):  # children first: foreign keys are on
             connection.execute(text(f"DELETE FROM {table}"))
-        # SQLite's triggers add into row 0 of the waiting counts (migration 0008), as a
-        # freshly migrated database has it; PostgreSQL's TRUNCATE trigger empties them.
-        connection.execute(text("INSERT INTO waiting_counts (backend, pending, sending, paused) "
-                                "VALUES (0, 0, 0, 0)"))
     yield _sqlite_url
 
 

@@ -12,6 +12,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from webhooks.config.logs import CONTEXT_FIELDS, JsonFormatter, configure_logging, redact
+from webhooks.storage import waiting_counts
 from webhooks.storage.db import session_scope
 from webhooks.storage.models import utcnow
 
@@ -159,6 +160,8 @@ def test_metrics_read_the_database_at_scrape_time(client, no_publish):
                  started=now - dt.timedelta(seconds=60))
     # Counters since the start: an attempt of an hour ago counts as much as a recent one.
     add_attempts(overdue_id, [(404, "permanent_failure")], started=now - dt.timedelta(hours=1))
+    with session_scope() as session:  # the waiting gauges are what the last sweep counted
+        waiting_counts.refresh(session.connection())
 
     samples = scrape(client)
     assert samples["webhooks_subscriptions"][()] == 2

@@ -178,7 +178,7 @@ def test_0008_counts_the_deliveries_already_waiting_then_keeps_counting(old_sche
         run_alembic(connection, url, "upgrade", "0007")
         _waiting_rows(connection, ["pending", "pending", "sending", "paused"], first=1)
     with engine.begin() as connection:
-        run_alembic(connection, url, "upgrade", "head")
+        run_alembic(connection, url, "upgrade", "0027")  # 0028 drops the triggers
     with engine.begin() as connection:
         assert _counts(connection) == (2, 1, 1)  # d1 done and d2 dead are not counted
         _waiting_rows(connection, ["pending"], first=5)
@@ -190,6 +190,25 @@ def test_0008_counts_the_deliveries_already_waiting_then_keeps_counting(old_sche
     with engine.begin() as connection:  # no trigger is left behind to write a dropped table
         _waiting_rows(connection, ["pending"], first=6)
         assert "waiting_counts" not in sqlalchemy.inspect(connection).get_table_names()
+
+
+def test_0028_stops_the_counting_and_its_downgrade_counts_again(old_schema):
+    engine, url = old_schema
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0027")
+        _waiting_rows(connection, ["pending", "sending"], first=1)
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0028")
+    with engine.begin() as connection:  # the table stays for an old host's /metrics, unwritten
+        _waiting_rows(connection, ["pending", "paused"], first=3)
+        connection.exec_driver_sql("UPDATE deliveries SET status = 'done' WHERE id = 'w2'")
+        assert _counts(connection) == (1, 1, 0)  # w1 and w2, as counted at 0027
+    with engine.begin() as connection:
+        run_alembic(connection, url, "downgrade", "0027")
+    with engine.begin() as connection:
+        assert _counts(connection) == (2, 0, 1)  # counted afresh: w1, w3; w4
+        _waiting_rows(connection, ["pending"], first=5)
+        assert _counts(connection) == (3, 0, 1)  # and the triggers count again
 
 
 # ---------------------------------------------------------------- 0015 and 0016 on rows

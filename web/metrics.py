@@ -31,12 +31,13 @@ The two attempt families are counters kept as attempts are recorded
 scrape costs the same after a year as on the first day; retention does not
 lower them. Use them as counters: ``rate(webhooks_attempts_total[5m])`` is
 attempts per second, ``increase(webhooks_attempts_total[5m])`` what
-``webhooks_attempts_recent`` showed before. The waiting gauges are exact
-counts kept by triggers on ``deliveries`` in the same transaction as every
-change of status (``waiting_counts``, webhooks/storage/waiting_counts.py): a sum over about
-one row per database connection, whatever the backlog. The queue lag reads
-the first entry of the pending index. So no query of a scrape grows with
-history or with the backlog.
+``webhooks_attempts_recent`` showed before. The waiting gauges are the
+counts of the unfinished deliveries as the last sweep made them, one row of
+``waiting_counts`` (webhooks/storage/waiting_counts.py; until issue 43
+triggers kept them exact in every emit, claim and record, which cost the
+primary more than the scrapes they saved). The queue lag reads the first
+entry of the pending index. So no query of a scrape grows with history or
+with the backlog.
 
 Who may scrape is web/metrics_access.py's rule: by default clients on this
 host only (403 for others); with ``WEBHOOKS_METRICS_TOKEN`` set, a scrape must
@@ -90,7 +91,7 @@ PAUSED = DeliveryStatus.PAUSED.value
 
 
 def _waiting(connection: Connection) -> dict[str, int]:
-    # Kept by triggers as statuses change (webhooks/storage/waiting_counts.py): a few rows, whatever the backlog.
+    # As the last sweep counted them (webhooks/storage/waiting_counts.py): one row.
     return waiting.read(connection)
 
 

@@ -180,6 +180,7 @@ def run(ctx: Context) -> dict:
 def _leg_summary(runs: list[dict]) -> dict:
     out = summarise_all(runs, KEYS)
     out["redis_commands_by_name"] = runs[-1].get("redis_commands_by_name")
+    out["wal_by_relation"] = [run.get("wal_by_relation") for run in runs]  # each run's
     return out
 
 

@@ -187,9 +187,9 @@ def truncate(engine, tables: str, tries: int = 20) -> None:
     """Empty ``tables`` (a comma-separated list); again if PostgreSQL made it a deadlock's victim.
 
     A worker kept running by a module's fixture can be mid-sweep while the next
-    test starts: the sweep holds ``deliveries`` and then, through its trigger,
-    wants ``waiting_counts``, the order the TRUNCATE takes them in reverse. Its
-    transaction is short, so trying again after it ends succeeds.
+    test starts, holding tables the TRUNCATE wants in another order (until
+    migration 0028, ``deliveries`` then, through its trigger, ``waiting_counts``).
+    Its transaction is short, so trying again after it ends succeeds.
     """
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError

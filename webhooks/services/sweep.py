@@ -10,8 +10,7 @@ from __future__ import annotations
 from webhooks.broker.outbox import publish_now
 from webhooks.config import Settings, get_settings
 from webhooks.lifecycle.sweep import sweep
-from webhooks.storage import clock, scheduled_runs
-from webhooks.storage import waiting_counts  # states.waiting is the predicate
+from webhooks.storage import clock, scheduled_runs, waiting_counts
 from webhooks.storage.db import session_scope
 
 __all__ = ["run_sweep"]
@@ -20,8 +19,8 @@ __all__ = ["run_sweep"]
 def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None = None) -> int:
     """Publish what :func:`sweep` finds; returns how many messages it sent.
 
-    It also folds the waiting counts of database connections that have gone
-    (webhooks/storage/waiting_counts.py), so /metrics keeps reading a few rows.
+    It also counts the waiting deliveries for /metrics (webhooks/storage/waiting_counts.py).
+
     A run beat sent for ``slot`` first claims it, in the sweep's own transaction,
     and does nothing (returns 0) if another run has it (webhooks/storage/scheduled_runs.py);
     a run without one (a recover's) always sweeps.
@@ -41,8 +40,8 @@ def run_sweep(settings: Settings | None = None, slot: scheduled_runs.Slot | None
             lookahead=2 * settings.sweep_interval,
             sent=slot.start if slot is not None else None,
         )
-        # In the same transaction (no commit of its own): it writes only rows no one else
-        # does, those of backends that have gone, and row 0, which only a fold writes.
-        waiting_counts.fold(session.connection())
+        # In the same transaction: the gauges as of this sweep, written by nothing else
+        # (the hot path keeps no counter: issue 43).
+        waiting_counts.refresh(session.connection())
     refused = publish_now(found)
     return len(found) - refused

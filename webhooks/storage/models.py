@@ -370,15 +370,17 @@ class AttemptTotal(Base):
 
 
 class WaitingCount(Base):
-    """Deliveries pending, sending and paused, counted by triggers as statuses change (webhooks/storage/waiting_counts.py).
+    """Deliveries pending, sending and paused, as the last sweep counted them (row 0;
+    webhooks/storage/waiting_counts.py): the gauges of /metrics, a row whatever the backlog.
 
-    The gauges of /metrics: summed over a few rows, whatever the backlog.
+    Until migration 0028 triggers kept a row per backend exact at every commit (issue 43
+    took them off the hot path).
     """
 
     __tablename__ = "waiting_counts"
 
-    # The PostgreSQL backend (pid) whose changes the row counts, so no two transactions
-    # ever write one row; 0 holds what the sweep folded in, and SQLite's one row.
+    # 0: the sweep's counts. Until 0028 also a row per PostgreSQL backend (its pid), which
+    # the first sweep after the upgrade deletes.
     backend: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     pending: Mapped[int] = mapped_column(BigInteger)
     sending: Mapped[int] = mapped_column(BigInteger)

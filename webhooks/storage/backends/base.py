@@ -144,10 +144,6 @@ class Backend(abc.ABC):
     def hour_of(self, column):
         """The SQL expression of ``column`` (a time) cut down to its hour, as stored."""
 
-    @abc.abstractmethod
-    def fold_waiting_counts(self, connection) -> int:
-        """Fold the waiting counts of connections that have gone into row 0; how many rows."""
-
     # ---- locks and snapshots
     @abc.abstractmethod
     def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:

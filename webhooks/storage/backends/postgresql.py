@@ -1,5 +1,5 @@
 """The PostgreSQL backend: the hot transitions in one prepared round trip, row locks,
-advisory locks, REPEATABLE READ snapshots, and the waiting counts kept per connection.
+advisory locks, REPEATABLE READ snapshots.
 
 The claim joins the event and the subscription (UPDATE … FROM … RETURNING)
 after taking the account's turn (an advisory lock, so that concurrent claims
@@ -152,25 +152,6 @@ def _released(released_id, released_count, successor_id, successor_count) -> lis
             ((released_id, released_count), (successor_id, successor_count)) if delivery_id]
 
 
-# Rows of backends that are gone, moved into row 0 in one statement. A row whose
-# pid a new backend took meanwhile is folded too, which is as correct: only the sum counts.
-_FOLD = text("""
-WITH gone AS (
-    DELETE FROM waiting_counts AS w
-     WHERE w.backend <> 0
-       AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.pid = w.backend)
-    RETURNING w.pending, w.sending, w.paused
-), added AS (
-    INSERT INTO waiting_counts AS t (backend, pending, sending, paused)
-    SELECT 0, sum(pending), sum(sending), sum(paused) FROM gone HAVING count(*) > 0
-    ON CONFLICT (backend) DO UPDATE SET pending = t.pending + excluded.pending,
-        sending = t.sending + excluded.sending, paused = t.paused + excluded.paused
-    RETURNING 1
-)
-SELECT count(*) FROM gone
-""")
-
-
 class PostgreSQLBackend(Backend):
     name = "postgresql"
     emits_in_one_statement = True
@@ -233,9 +214,6 @@ class PostgreSQLBackend(Backend):
 
     def hour_of(self, column):
         return func.date_trunc("hour", column)
-
-    def fold_waiting_counts(self, connection) -> int:
-        return connection.execute(_FOLD).scalar_one()
 
     def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:
         session.execute(select(func.pg_advisory_xact_lock(

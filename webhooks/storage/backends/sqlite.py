@@ -128,9 +128,6 @@ class SQLiteBackend(Backend):
         # SQLite stores DateTime as 'YYYY-MM-DD HH:MM:SS.ffffff' text; the bound hour matches it.
         return func.strftime("%Y-%m-%d %H:00:00.000000", column)
 
-    def fold_waiting_counts(self, connection) -> int:
-        return 0  # the triggers add into row 0 directly: nothing to fold
-
     def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:
         return None  # one writer at a time
 
