@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["Partition", "TABLE", "DEFAULT", "WIDTH", "PREFIX", "day_of", "ahead", "parse",
-           "holding", "LOCK_KEY", "comparison_options"]
+           "holding", "naive_utc", "LOCK_KEY", "comparison_options"]
 
 TABLE = "attempts"
 DEFAULT = "attempts_default"
@@ -42,7 +42,8 @@ class Partition:
     name: str
 
 
-def _naive_utc(moment: dt.datetime) -> dt.datetime:
+def naive_utc(moment: dt.datetime) -> dt.datetime:
+    """``moment`` as the column stores it: UTC without a time zone."""
     if moment.tzinfo is not None:
         moment = moment.astimezone(dt.timezone.utc).replace(tzinfo=None)
     return moment
@@ -56,7 +57,7 @@ def day_of(day: dt.date) -> Partition:
 
 def ahead(now: dt.datetime, days: int) -> list[Partition]:
     """Today's partition and the ``days`` after it (what the scheduler keeps created)."""
-    today = _naive_utc(now).date()
+    today = naive_utc(now).date()
     return [day_of(today + dt.timedelta(days=offset)) for offset in range(days + 1)]
 
 
@@ -70,7 +71,7 @@ def parse(name: str) -> Partition | None:
 
 def holding(partitions: list[Partition], moment: dt.datetime) -> Partition | None:
     """The partition among ``partitions`` whose range holds ``moment`` (None: the default's)."""
-    moment = _naive_utc(moment)
+    moment = naive_utc(moment)
     for partition in partitions:
         if partition.start <= moment < partition.end:
             return partition
