@@ -226,12 +226,17 @@ def _drop_old_days(engine: Engine, cutoff: dt.datetime, total: Purged) -> dt.dat
         started = time.monotonic()
         with engine.begin() as connection:
             dropped, kept = backend_of(connection).drop_partition(connection, day,
-                                                                  _kept_before(day.end))
+                                                                  _kept_before(_aware(day.end)))
         total.attempts += dropped
         log.info("retention dropped the attempts of %s: %d rows (%d kept) in %.2f s",
                  day.start.date().isoformat(), dropped, kept, time.monotonic() - started)
     holding = partitions.holding(days, cutoff)
-    return cutoff if holding is None else holding.start.replace(tzinfo=dt.timezone.utc)
+    return cutoff if holding is None else _aware(holding.start)
+
+
+def _aware(moment: dt.datetime) -> dt.datetime:
+    """A partition's bound (naive UTC, as stored) as the models' columns take it."""
+    return moment.replace(tzinfo=dt.timezone.utc)
 
 
 def _purge_audit_log(engine: Engine, cutoff: dt.datetime, batch: int, pacer: _Pacer,
