@@ -67,7 +67,8 @@ from webhooks.storage.models import (Account, Attempt, AttemptHour, AuditEntry, 
                                      Subscription, utcnow)
 from webhooks.storage.rollup import floor_hour
 
-__all__ = ["Purged", "FINISHED", "cutoff_for", "purge", "run_scheduled"]
+__all__ = ["Purged", "FINISHED", "DroppedDay", "cutoff_for", "drop_old_days", "purge",
+           "run_scheduled"]
 
 log = logging.getLogger("webhooks.retention")  # its name from before the move: log searches use it
 
@@ -213,24 +214,43 @@ def _kept_before(end: dt.datetime):
     return union(unfinished, replayed)
 
 
-def _drop_old_days(engine: Engine, cutoff: dt.datetime, total: Purged) -> dt.datetime:
-    """Drop the attempts' day partitions wholly older than ``cutoff``, each in a short
-    transaction of its own, keeping the rows the rule keeps; the cut-off of the rows
-    that go by batches: the start of the day partition that holds ``cutoff`` (it goes
-    whole once it is wholly old), else ``cutoff``. SQLite has no partitions: ``cutoff``."""
+@dataclass(frozen=True)
+class DroppedDay:
+    """A day of attempts retention dropped whole: its partition, the rows dropped with it,
+    the rows it kept (moved into the default partition), and the seconds it took."""
+
+    name: str
+    rows: int
+    kept: int
+    seconds: float
+
+
+def drop_old_days(engine: Engine, cutoff: dt.datetime) -> list[DroppedDay]:
+    """Drop the attempts' day partitions wholly older than ``cutoff``, oldest first, each
+    in a short transaction of its own, keeping the rows the rule keeps (none on SQLite)."""
     with engine.connect() as connection:
         days = backend_of(connection).day_partitions(connection)
+    dropped = []
     for day in days:
         if day.end > partitions.naive_utc(cutoff):
             break
         started = time.monotonic()
         with engine.begin() as connection:
-            dropped, kept = backend_of(connection).drop_partition(connection, day,
-                                                                  _kept_before(_aware(day.end)))
-        total.attempts += dropped
+            rows, kept = backend_of(connection).drop_partition(connection, day,
+                                                               _kept_before(_aware(day.end)))
+        dropped.append(DroppedDay(day.name, rows, kept, time.monotonic() - started))
         log.info("retention dropped the attempts of %s: %d rows (%d kept) in %.2f s",
-                 day.start.date().isoformat(), dropped, kept, time.monotonic() - started)
-    holding = partitions.holding(days, cutoff)
+                 day.start.date().isoformat(), rows, kept, dropped[-1].seconds)
+    return dropped
+
+
+def _drop_old_days(engine: Engine, cutoff: dt.datetime, total: Purged) -> dt.datetime:
+    """:func:`drop_old_days`, counted in ``total``; the cut-off of the rows that go by
+    batches: the start of the day partition that holds ``cutoff`` (it goes whole once it
+    is wholly old), else ``cutoff``."""
+    total.attempts += sum(day.rows for day in drop_old_days(engine, cutoff))
+    with engine.connect() as connection:
+        holding = partitions.holding(backend_of(connection).day_partitions(connection), cutoff)
     return cutoff if holding is None else _aware(holding.start)
 
 
