@@ -171,16 +171,18 @@ def day_drops(history, sizes: tuple[int, ...], repeats: int) -> list[dict]:
     from webhooks.storage.db import get_engine
 
     engine = get_engine()
-    now = dt.datetime.now(dt.timezone.utc)
+    first_day = dt.datetime.now(dt.timezone.utc).date() - dt.timedelta(days=DAY_DROPS_FROM)
     runs = [size for size in sizes[:1] for _ in range(repeats)] + list(sizes[1:])
     results = []
     for offset, events in enumerate(runs):
-        day = partitions.day_of((now - dt.timedelta(days=DAY_DROPS_FROM - offset)).date())
+        day = partitions.day_of(first_day + dt.timedelta(days=offset))
         with engine.begin() as connection:
             backend_of(connection).create_partitions(connection, [day])
-        newest = day.end.replace(tzinfo=dt.timezone.utc) - dt.timedelta(seconds=1)
-        seeded = history_seed.seed_events(history, events, hours=23.0,
-                                          days_ago=(now - newest) / dt.timedelta(days=1))
+        # The seeding reads its own clock a little later: an hour's margin keeps every row
+        # (attempts too: they start at most at the newest time) inside the day.
+        newest = day.end.replace(tzinfo=dt.timezone.utc) - dt.timedelta(hours=1)
+        days_ago = (dt.datetime.now(dt.timezone.utc) - newest) / dt.timedelta(days=1)
+        seeded = history_seed.seed_events(history, events, hours=22.0, days_ago=days_ago)
         with engine.connect() as connection:
             connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
                 f"VACUUM ANALYZE {day.name}")
