@@ -38,25 +38,12 @@ def main(argv=None) -> int:
     parser.add_argument("--rollback", action="store_true",
                         help="then downgrade to --base and upgrade again, each timed")
     args = parser.parse_args(argv)
-    os.environ.setdefault("WEBHOOKS_DATABASE_URL", DEFAULT_URL)
-    url = os.environ["WEBHOOKS_DATABASE_URL"]
-    if "bench" not in url.rsplit("/", 1)[-1]:
-        raise SystemExit("the database's name must contain 'bench': it is emptied")
-
-    import sqlalchemy
-    from sqlalchemy.engine import make_url
 
     from webhooks.storage.migrate import upgrade
 
-    from . import history_seed
+    from . import history_seed, services
 
-    name = make_url(url).database
-    admin = sqlalchemy.create_engine(make_url(url).set(database="postgres"),
-                                     isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    admin.dispose()
+    url = services.fresh_bench_database(DEFAULT_URL)
     upgrade(url, args.base)
     history = history_seed.make_history("https://history.example.com/")
     figures: dict = {"events": args.events, "hours": args.hours,

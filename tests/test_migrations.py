@@ -114,6 +114,13 @@ def _id_type(connection) -> str:
         "WHERE table_name = 'attempts' AND column_name = 'id'").scalar()
 
 
+def _new_attempt(connection, started_at: str) -> int:
+    """Record attempt 2 of d1 by hand; the id the sequence gave it."""
+    return connection.exec_driver_sql(
+        "INSERT INTO attempts (delivery_id, number, started_at, duration_ms, outcome) "
+        f"VALUES ('d1', 2, '{started_at}', 5, 'success') RETURNING id").scalar()
+
+
 def test_upgrade_from_0003_keeps_the_rows_widens_the_id_and_fills_the_rollups(old_schema):
     engine, url = old_schema
     with engine.begin() as connection:
@@ -137,10 +144,7 @@ def test_upgrade_from_0003_keeps_the_rows_widens_the_id_and_fills_the_rollups(ol
             ).scalar() == "bigint"
             # A new attempt still gets its id from the (now 64-bit) sequence.
             connection.exec_driver_sql("SELECT setval('attempts_id_seq', 3000000000)")
-            new_id = connection.exec_driver_sql(
-                "INSERT INTO attempts (delivery_id, number, started_at, duration_ms, outcome) "
-                "VALUES ('d1', 2, '2026-11-20 12:00:00', 5, 'success') RETURNING id").scalar()
-            assert new_id == 3000000001
+            assert _new_attempt(connection, "2026-11-20 12:00:00") == 3000000001
             connection.rollback()
     with engine.connect() as connection:
         differences = _differences(connection)
@@ -264,10 +268,7 @@ def test_0028_partitions_attempts_by_day_with_their_rows_and_back(old_schema):
         assert {f"attempts_p{today + dt.timedelta(days=n):%Y%m%d}" for n in range(4)} <= names
         # A new attempt still gets its id from the sequence, and lands in the default
         # partition when no day holds it.
-        new_id = connection.exec_driver_sql(
-            "INSERT INTO attempts (delivery_id, number, started_at, duration_ms, outcome) "
-            "VALUES ('d1', 2, '2001-01-01 12:00:00', 5, 'success') RETURNING id").scalar()
-        assert new_id == 8
+        assert _new_attempt(connection, "2001-01-01 12:00:00") == 8
         connection.rollback()
     with engine.begin() as connection:
         run_alembic(connection, url, "downgrade", "0027")
