@@ -5,15 +5,15 @@ contain ``bench``), migrates it to ``--base``, seeds ``--events`` events of
 history (one delivery each) as the history scenario does, spread over the
 ``--hours`` before now, then runs each revision of ``--revisions`` on its own
 and prints how long it took and what the database weighs after it. With
-``--rollback`` it then downgrades back to ``--base`` (timed) and upgrades
-once more (timed): the upgrade rehearsal of docs/upgrade.md.
+``--rollback N`` it then N times downgrades back to ``--base`` and upgrades
+once more, each timed: the upgrade rehearsal of docs/upgrade.md.
 
 Run it with nothing else using that database: 0004 and 0028 hold an ACCESS
 EXCLUSIVE lock on attempts for their whole run, 0006 a SHARE lock on deliveries.
 
     python -m benchmarks.migration_cost --events 2000000                 # 0004-0006
     python -m benchmarks.migration_cost --base 0027 --revisions 0028 \\
-        --events 1000000 --hours 720 --rollback                          # issue 43
+        --events 1000000 --hours 720 --rollback 2                         # issue 43
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ def main(argv=None) -> int:
                         help="the revisions timed one by one, comma-separated (0004,0005,0006)")
     parser.add_argument("--hours", type=float, default=72.0,
                         help="hours before now the seeded rows are spread over (72)")
-    parser.add_argument("--rollback", action="store_true",
-                        help="then downgrade to --base and upgrade again, each timed")
+    parser.add_argument("--rollback", type=int, default=0, metavar="N",
+                        help="then N times: downgrade to --base and upgrade again, each timed")
     args = parser.parse_args(argv)
 
     from webhooks.storage.migrate import upgrade
@@ -55,10 +55,13 @@ def main(argv=None) -> int:
     for revision in revisions:
         figures[revision] = _timed(lambda: upgrade(url, revision))
         print(revision, figures[revision], flush=True)
-    if args.rollback:
-        figures[f"downgrade to {args.base}"] = _timed(lambda: _downgrade(url, args.base))
-        print("downgrade", figures[f"downgrade to {args.base}"], flush=True)
-        figures[f"upgrade to {revisions[-1]} again"] = _timed(lambda: upgrade(url, revisions[-1]))
+    for cycle in range(1, args.rollback + 1):
+        figures[f"downgrade to {args.base} ({cycle})"] = _timed(lambda: _downgrade(url, args.base))
+        figures[f"upgrade to {revisions[-1]} again ({cycle})"] = _timed(
+            lambda: upgrade(url, revisions[-1]))
+        print(f"cycle {cycle}: down {figures[f'downgrade to {args.base} ({cycle})']['seconds']} s, "
+              f"up {figures[f'upgrade to {revisions[-1]} again ({cycle})']['seconds']} s",
+              flush=True)
     figures["rows_after"] = _rows(url)
     figures["load_average"] = list(os.getloadavg())
     json.dump(figures, sys.stdout, indent=2)
