@@ -35,6 +35,15 @@ def days(db):
         for partition in backend_of(engine).day_partitions(connection):
             if partition.name not in before:
                 connection.execute(text(f"DROP TABLE {partition.name}"))
+        for name in _children(connection):
+            if partitions.is_kept(name):
+                connection.execute(text(f"DROP TABLE {name}"))
+
+
+def _children(connection) -> set[str]:
+    return set(connection.execute(text(
+        "SELECT inhrelid::regclass::text FROM pg_inherits "
+        "WHERE inhparent = 'attempts'::regclass")).scalars())
 
 
 def _names(engine) -> set[str]:
@@ -172,15 +181,30 @@ def test_retention_drops_whole_old_days_and_keeps_younger_and_kept_rows(days):
     left = _names(days)
     assert old_day.name not in left and cut_day.name in left
     assert not _exists(done) and not _exists(retried)
-    assert _exists(pending) and _attempts_of(pending) == 1  # kept: in the default partition
+    assert _exists(pending) and _attempts_of(pending) == 1  # kept: in its day's kept rows
     assert _exists(original) and _attempts_of(original) == 1  # replayed: kept with it
     assert _exists(replay) and _exists(waiting_for_its_day)
     assert _attempts_of(waiting_for_its_day) == 1
     assert purged.report() == {"events": 2, "deliveries": 2, "attempts": 3}
+    kept = partitions.kept_name(old_day)
     with days.connect() as connection:
-        in_default = connection.execute(text(
-            f"SELECT delivery_id FROM {partitions.DEFAULT}")).scalars().all()
-    assert {pending, original} <= set(in_default)  # moved there from their dropped day
+        in_kept = connection.execute(text(f"SELECT delivery_id FROM {kept}")).scalars().all()
+    assert sorted(in_kept) == sorted([pending, original])  # the rows of the dropped day kept
+
+    # Once their deliveries go (the pending one finished, the replay gone), the batches
+    # delete the kept rows, and the next purge drops the emptied table.
+    with session_scope() as session:
+        session.execute(text("DELETE FROM attempts WHERE delivery_id = :d"), {"d": replay})
+        session.execute(text("DELETE FROM deliveries WHERE id = :d"), {"d": replay})
+        session.execute(text("UPDATE deliveries SET status = 'done' WHERE id = :d"),
+                        {"d": pending})
+    retention.purge(days, retention_days=30, batch=100, now=now)
+    assert not _exists(pending) and not _exists(original)
+    with days.connect() as connection:
+        assert kept in _children(connection)  # emptied, dropped by the next run
+    retention.purge(days, retention_days=30, batch=100, now=now)
+    with days.connect() as connection:
+        assert kept not in _children(connection)
 
 
 def test_with_retention_off_no_day_is_dropped(days):

@@ -33,7 +33,8 @@ On PostgreSQL the attempts are partitioned by day of ``started_at``
 (storage/partitions.py): a day wholly older than the cut-off is dropped whole
 (:func:`_drop_old_days`), which costs the same whatever the day holds, instead
 of a DELETE per attempt. Its rows that the rule keeps (those of deliveries still
-unfinished, or replayed) are moved into the default partition first. The
+unfinished, or replayed) are kept, in a partition of kept rows of that day
+(dropped once the batches below have emptied it). The
 deliveries' own cut-off then stops at the start of the day partition that
 holds the cut-off, so that the batches below do not delete that day's attempts
 row by row a day before its partition goes whole: a delivery waits at most one
@@ -217,7 +218,7 @@ def _kept_before(end: dt.datetime):
 @dataclass(frozen=True)
 class DroppedDay:
     """A day of attempts retention dropped whole: its partition, the rows dropped with it,
-    the rows it kept (moved into the default partition), and the seconds it took."""
+    the rows it kept (a partition of kept rows of that day), and the seconds it took."""
 
     name: str
     rows: int
@@ -228,8 +229,12 @@ class DroppedDay:
 def drop_old_days(engine: Engine, cutoff: dt.datetime) -> list[DroppedDay]:
     """Drop the attempts' day partitions wholly older than ``cutoff``, oldest first, each
     in a short transaction of its own, keeping the rows the rule keeps (none on SQLite)."""
-    with engine.connect() as connection:
+    with engine.begin() as connection:
+        emptied = backend_of(connection).drop_emptied_partitions(connection)
         days = backend_of(connection).day_partitions(connection)
+    if emptied:
+        log.info("retention dropped the emptied partitions of kept attempts %s",
+                 ", ".join(emptied))
     dropped = []
     for day in days:
         if day.end > partitions.naive_utc(cutoff):

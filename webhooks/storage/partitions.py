@@ -3,8 +3,10 @@
 On PostgreSQL ``attempts`` is partitioned by range of ``started_at`` (migration
 0028): one partition per UTC day, ``attempts_pYYYYMMDD`` holding
 ``[day 00:00, next day 00:00)``, and ``attempts_default`` for any row no day
-partition takes (days before the upgrade's window, a day nobody created ahead,
-and the rows retention keeps when it drops their day). The scheduler creates
+partition takes (days before the upgrade's window, a day nobody created ahead).
+When retention drops a day, the rows its rule keeps (attempts of unfinished or
+replayed deliveries) stay in ``attempts_kYYYYMMDD``, the same day's range,
+which retention drops once the batches have emptied it. The scheduler creates
 the days ahead (:func:`ahead`, WEBHOOKS_PARTITION_DAYS_AHEAD); retention drops
 a day whole once it is wholly older than its cut-off (lifecycle/retention.py).
 The backends run the DDL (``Backend.create_partitions``, ``day_partitions``,
@@ -20,7 +22,7 @@ import re
 from dataclasses import dataclass
 
 __all__ = ["Partition", "TABLE", "DEFAULT", "WIDTH", "PREFIX", "day_of", "ahead", "parse",
-           "holding", "naive_utc", "LOCK_KEY", "comparison_options"]
+           "holding", "naive_utc", "kept_name", "is_kept", "KEPT_PREFIX", "LOCK_KEY", "comparison_options"]
 
 TABLE = "attempts"
 DEFAULT = "attempts_default"
@@ -30,7 +32,9 @@ WIDTH = dt.timedelta(days=1)
 #: pg_advisory_xact_lock key taken by whoever creates partitions ("whparts" as a number):
 #: any number of schedulers then create each day once.
 LOCK_KEY = 0x77687061727473
+KEPT_PREFIX = "attempts_k"
 _NAME = re.compile(r"^attempts_p(\d{8})$")
+_KEPT = re.compile(r"^attempts_k\d{8}$")
 
 
 @dataclass(frozen=True, order=True)
@@ -69,6 +73,16 @@ def parse(name: str) -> Partition | None:
     return day_of(dt.datetime.strptime(match.group(1), "%Y%m%d").date())
 
 
+def kept_name(partition: Partition) -> str:
+    """The table that keeps the rows retention keeps of ``partition``'s day."""
+    return KEPT_PREFIX + partition.name[len(PREFIX):]
+
+
+def is_kept(name: str) -> bool:
+    """True for a table of kept rows (:func:`kept_name`)."""
+    return _KEPT.match(name) is not None
+
+
 def holding(partitions: list[Partition], moment: dt.datetime) -> Partition | None:
     """The partition among ``partitions`` whose range holds ``moment`` (None: the default's)."""
     moment = naive_utc(moment)
@@ -85,7 +99,7 @@ def comparison_options(dialect: str) -> dict:
 
     def include_name(name, type_, _parent_names) -> bool:
         return not (type_ == "table" and name is not None
-                    and (name == DEFAULT or parse(name) is not None))
+                    and (name == DEFAULT or parse(name) is not None or is_kept(name)))
 
     def include_object(obj, _name, _type, reflected, _compare_to) -> bool:
         only = getattr(obj, "_ddl_if", None)

@@ -183,7 +183,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def drop_partition(self, connection, partition, keep) -> tuple[int, int]:
         """Drop ``partition`` whole, keeping the rows of the deliveries ``keep`` selects
-        (moved into the default partition); (rows dropped, rows kept)."""
+        (in a partition of kept rows of the same day); (rows dropped, rows kept)."""
+
+    @abc.abstractmethod
+    def drop_emptied_partitions(self, connection) -> list[str]:
+        """Drop the partitions of kept rows that nothing is left in; their names."""
 
     @abc.abstractmethod
     def allow_audit_purge(self, connection) -> None:

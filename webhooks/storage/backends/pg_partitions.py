@@ -17,27 +17,30 @@ from webhooks.storage import partitions
 from webhooks.storage.models import Attempt
 from webhooks.storage.partitions import Partition
 
-__all__ = ["create", "day_partitions", "drop"]
+__all__ = ["create", "day_partitions", "drop", "drop_emptied"]
 
 log = logging.getLogger("webhooks.partitions")
 
 #: How long a partition's DDL waits for the table's lock before it gives up (ms).
 LOCK_TIMEOUT_MS = 2000
 
-_attempts = Attempt.__table__
-_COLUMNS = [c.name for c in _attempts.columns]
+_COLUMNS = [c.name for c in Attempt.__table__.columns]
 
 
 def _lock_timeout(connection) -> None:
     connection.execute(text(f"SET LOCAL lock_timeout = {LOCK_TIMEOUT_MS}"))
 
 
+def _children(connection) -> list[str]:
+    """The names of the partitions of ``attempts``."""
+    return list(connection.execute(text(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+        "WHERE i.inhparent = to_regclass(:parent)"), {"parent": partitions.TABLE}).scalars())
+
+
 def day_partitions(connection) -> list[Partition]:
     """The day partitions ``attempts`` has now, oldest first."""
-    names = connection.execute(text(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
-        "WHERE i.inhparent = to_regclass(:parent)"), {"parent": partitions.TABLE}).scalars()
-    return sorted(p for p in map(partitions.parse, names) if p is not None)
+    return sorted(p for p in map(partitions.parse, _children(connection)) if p is not None)
 
 
 def _default_holds(connection, partition: Partition) -> bool:
@@ -76,19 +79,44 @@ def create(connection, wanted: list[Partition]) -> list[str]:
 
 
 def drop(connection, partition: Partition, keep) -> tuple[int, int]:
-    """Drop ``partition`` whole, after moving into the default partition the rows whose
-    ``delivery_id`` is in ``keep`` (a SELECT of delivery ids); (rows dropped, rows kept).
+    """Drop ``partition`` whole, keeping the rows whose ``delivery_id`` is in ``keep`` (a
+    SELECT of delivery ids); (rows dropped, rows kept).
 
-    Detached first, its range is no partition's: the kept rows, inserted again,
-    land in the default partition. Costs a count of the partition and an index
-    look-up per kept delivery, not a DELETE per row.
+    Detached, its rows kept are copied into a new table, ``attempts_kYYYYMMDD``,
+    which is attached for the same day's range (if any were kept), and the day
+    dropped. The copy goes into a table without keys or triggers; attaching it
+    builds its keys and checks its foreign key in one query each: moving a
+    hundred thousand kept rows into the default partition instead, a check of
+    the foreign key per row, took 7 of the 8 s of a day of 2 M events.
     """
     _lock_timeout(connection)
     connection.execute(text(
         f"ALTER TABLE {partitions.TABLE} DETACH PARTITION {partition.name}"))
     rows = connection.execute(text(f"SELECT count(*) FROM {partition.name}")).scalar()
-    detached = table(partition.name, *[column(name) for name in _COLUMNS])
-    kept = connection.execute(insert(_attempts).from_select(
+    kept_name = partitions.kept_name(partition)
+    connection.execute(text(
+        f"CREATE TABLE {kept_name} (LIKE {partitions.TABLE} INCLUDING DEFAULTS)"))
+    detached, into = (table(name, *[column(c) for c in _COLUMNS])
+                      for name in (partition.name, kept_name))
+    kept = connection.execute(insert(into).from_select(
         _COLUMNS, select(*detached.c).where(detached.c.delivery_id.in_(keep)))).rowcount
     connection.execute(text(f"DROP TABLE {partition.name}"))
+    if kept:
+        connection.execute(text(
+            f"ALTER TABLE {partitions.TABLE} ATTACH PARTITION {kept_name} FOR VALUES "
+            f"FROM ('{partition.start.isoformat()}') TO ('{partition.end.isoformat()}')"))
+    else:
+        connection.execute(text(f"DROP TABLE {kept_name}"))
     return rows - kept, kept
+
+
+def drop_emptied(connection) -> list[str]:
+    """Drop the tables of kept rows that the batches have emptied since (their deliveries
+    finished and went); the names dropped."""
+    emptied = [name for name in _children(connection) if partitions.is_kept(name)
+               and not connection.execute(text(f"SELECT EXISTS (SELECT 1 FROM {name})")).scalar()]
+    if emptied:
+        _lock_timeout(connection)
+    for name in emptied:
+        connection.execute(text(f"DROP TABLE {name}"))
+    return emptied

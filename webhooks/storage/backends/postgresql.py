@@ -251,6 +251,9 @@ class PostgreSQLBackend(Backend):
     def drop_partition(self, connection, partition, keep) -> tuple[int, int]:
         return pg_partitions.drop(connection, partition, keep)
 
+    def drop_emptied_partitions(self, connection) -> list[str]:
+        return pg_partitions.drop_emptied(connection)
+
     def allow_audit_purge(self, connection) -> None:
         # Read by the audit_log trigger (migration 0024); LOCAL: it ends with the transaction.
         connection.execute(text("SET LOCAL webhooks.audit_purge = 'on'"))

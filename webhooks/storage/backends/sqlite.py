@@ -144,6 +144,9 @@ class SQLiteBackend(Backend):
     def drop_partition(self, connection, partition, keep) -> tuple[int, int]:
         raise NotImplementedError("SQLite's attempts table has no partitions")
 
+    def drop_emptied_partitions(self, connection) -> list[str]:
+        return []
+
     def allow_audit_purge(self, connection) -> None:
         return None  # its trigger refuses UPDATE only (migration 0024)
 
