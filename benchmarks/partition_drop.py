@@ -24,6 +24,8 @@ def main(argv=None) -> int:
                         help="events seeded into each day dropped, comma-separated")
     parser.add_argument("--repeats", type=int, default=3,
                         help="drops of the first size (the others: one each)")
+    parser.add_argument("--finished", action="store_true",
+                        help="mark each day's pending deliveries dead first: nothing kept")
     args = parser.parse_args(argv)
 
     from webhooks.storage.migrate import upgrade
@@ -35,7 +37,7 @@ def main(argv=None) -> int:
     upgrade(url)
     history = history_seed.make_history("https://history.example.com/")
     sizes = tuple(int(size) for size in args.sizes.split(","))
-    drops = day_drops(history, sizes, args.repeats)
+    drops = day_drops(history, sizes, args.repeats, finished=args.finished)
     json.dump({"drops": drops, "load_average": list(os.getloadavg())}, sys.stdout, indent=2)
     print()
     return 0

@@ -159,10 +159,15 @@ DAY_TARGET_S = 1.0
 DAY_DROPS_FROM = 100  # days ago of the first seeded day; each next one a day later
 
 
-def day_drops(history, sizes: tuple[int, ...], repeats: int) -> list[dict]:
+def day_drops(history, sizes: tuple[int, ...], repeats: int, *,
+              finished: bool = False) -> list[dict]:
     """Seed each size's events into a day of its own, long past, then drop that day as
     retention does; one dict per drop (events, seconds, attempts dropped and kept, load).
-    Each day is older than the next, so that each drop takes its own day alone."""
+    Each day is older than the next, so that each drop takes its own day alone.
+
+    ``finished``: the seeded deliveries still pending (3 %) are marked ``dead`` before the
+    drop, as they would have ended in a service whose workers ran (the last retry of the
+    ladder is 15 h after the first attempt): then the day keeps none of its rows."""
     import datetime as dt
 
     from webhooks.lifecycle import retention
@@ -183,13 +188,19 @@ def day_drops(history, sizes: tuple[int, ...], repeats: int) -> list[dict]:
         newest = day.end.replace(tzinfo=dt.timezone.utc) - dt.timedelta(hours=1)
         days_ago = (dt.datetime.now(dt.timezone.utc) - newest) / dt.timedelta(days=1)
         seeded = history_seed.seed_events(history, events, hours=22.0, days_ago=days_ago)
+        if finished:
+            with engine.begin() as connection:
+                connection.execute(text(
+                    "UPDATE deliveries SET status = 'dead', parked = false, "
+                    "next_attempt_at = NULL WHERE status = 'pending' AND created_at >= :start "
+                    "AND created_at < :end"), {"start": day.start, "end": day.end})
         with engine.connect() as connection:
             connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
                 f"VACUUM ANALYZE {day.name}")
         load = os.getloadavg()[0]
         dropped = retention.drop_old_days(engine, day.end.replace(tzinfo=dt.timezone.utc))
         assert [d.name for d in dropped] == [day.name], dropped
-        results.append({"events": events, "seed_s": round(seeded, 1),
+        results.append({"events": events, "finished": finished, "seed_s": round(seeded, 1),
                         "seconds": round(dropped[0].seconds, 3), "attempts": dropped[0].rows,
                         "kept": dropped[0].kept, "load": round(load, 2)})
         print(f"  day of {events:,} events dropped in {dropped[0].seconds:.3f} s "
