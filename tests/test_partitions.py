@@ -259,3 +259,20 @@ def test_two_records_of_one_claim_at_once_store_one_attempt(days, published):
         thread.join()
     assert sorted(result is None for result in results) == [False, True]
     assert _attempts_of(delivery_id) == 1
+
+
+def test_a_purge_past_its_deadline_stops_after_a_day_and_leaves_the_batches(days):
+    now = utcnow()
+    first = partitions.day_of(_day(now - dt.timedelta(days=50)))
+    second = partitions.day_of(first.start.date() + dt.timedelta(days=1))
+    with days.begin() as connection:
+        backend_of(days).create_partitions(connection, [first, second])
+    account_id, subscription_id = _subscription()
+    at = first.start.replace(tzinfo=dt.timezone.utc) + dt.timedelta(hours=1)
+    old = _delivery(account_id, subscription_id, at, "done", [at])
+    retention.purge(days, retention_days=30, batch=100, now=now, deadline=0.0)
+    left = _names(days)
+    assert first.name not in left and second.name in left  # one day, then the deadline
+    assert _exists(old)  # its batch waits for the next run
+    retention.purge(days, retention_days=30, batch=100, now=now)
+    assert second.name not in _names(days) and not _exists(old)

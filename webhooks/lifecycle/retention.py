@@ -55,6 +55,7 @@ import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, fields
+from typing import Callable
 
 from sqlalchemy import and_, delete, exists, or_, select, true, tuple_, union
 from sqlalchemy.engine import Connection, Engine
@@ -158,7 +159,9 @@ def purge(engine: Engine, *, retention_days: int, batch: int, now: dt.datetime |
         return total
     cutoff = cutoff_for(now, retention_days)
     if cutoff is not None:
-        cutoff = _drop_old_days(engine, cutoff, total)
+        cutoff, finished = _drop_old_days(engine, cutoff, total, pacer)
+        if not finished:  # the deadline came first: the batches wait for the next run
+            return total
     # Everything a deleted account has was created before now (it takes no new event).
     everything = now + dt.timedelta(days=1)
     while True:
@@ -226,9 +229,11 @@ class DroppedDay:
     seconds: float
 
 
-def drop_old_days(engine: Engine, cutoff: dt.datetime) -> list[DroppedDay]:
+def drop_old_days(engine: Engine, cutoff: dt.datetime,
+                  go_on: Callable[[], bool] = lambda: True) -> list[DroppedDay]:
     """Drop the attempts' day partitions wholly older than ``cutoff``, oldest first, each
-    in a short transaction of its own, keeping the rows the rule keeps (none on SQLite)."""
+    in a short transaction of its own, keeping the rows the rule keeps (none on SQLite).
+    ``go_on`` is asked after each day (the purge's deadline): False stops there."""
     with engine.begin() as connection:
         emptied = backend_of(connection).drop_emptied_partitions(connection)
         days = backend_of(connection).day_partitions(connection)
@@ -246,17 +251,23 @@ def drop_old_days(engine: Engine, cutoff: dt.datetime) -> list[DroppedDay]:
         dropped.append(DroppedDay(day.name, rows, kept, time.monotonic() - started))
         log.info("retention dropped the attempts of %s: %d rows (%d kept) in %.2f s",
                  day.start.date().isoformat(), rows, kept, dropped[-1].seconds)
+        if not go_on():
+            break
     return dropped
 
 
-def _drop_old_days(engine: Engine, cutoff: dt.datetime, total: Purged) -> dt.datetime:
-    """:func:`drop_old_days`, counted in ``total``; the cut-off of the rows that go by
-    batches: the start of the day partition that holds ``cutoff`` (it goes whole once it
-    is wholly old), else ``cutoff``."""
-    total.attempts += sum(day.rows for day in drop_old_days(engine, cutoff))
+def _drop_old_days(engine: Engine, cutoff: dt.datetime, total: Purged,
+                   pacer: _Pacer) -> tuple[dt.datetime, bool]:
+    """:func:`drop_old_days` at the purge's pace, counted in ``total``; (the cut-off of the
+    rows that go by batches, whether every old day went). That cut-off is the start of
+    the day partition that holds ``cutoff`` (it goes whole once it is wholly old), else
+    ``cutoff``."""
+    total.attempts += sum(day.rows for day in drop_old_days(engine, cutoff, pacer.batch_done))
     with engine.connect() as connection:
-        holding = partitions.holding(backend_of(connection).day_partitions(connection), cutoff)
-    return cutoff if holding is None else _aware(holding.start)
+        days = backend_of(connection).day_partitions(connection)
+    finished = not days or days[0].end > partitions.naive_utc(cutoff)
+    holding = partitions.holding(days, cutoff)
+    return (cutoff if holding is None else _aware(holding.start)), finished
 
 
 def _aware(moment: dt.datetime) -> dt.datetime:
