@@ -194,9 +194,12 @@ def day_drops(history, sizes: tuple[int, ...], repeats: int, *,
                     "UPDATE deliveries SET status = 'dead', parked = false, "
                     "next_attempt_at = NULL WHERE status = 'pending' AND created_at >= :start "
                     "AND created_at < :end"), {"start": day.start, "end": day.end})
+        # A day retention drops is a month old: autovacuum has visited it and the
+        # deliveries since (an unvacuumed index of deliveries made the look-up of the rows
+        # to keep read 30,000 dead tuples, 0.3 s of a 2 M day's drop).
         with engine.connect() as connection:
             connection.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
-                f"VACUUM ANALYZE {day.name}")
+                f"VACUUM ANALYZE {day.name}, deliveries")
         load = os.getloadavg()[0]
         dropped = retention.drop_old_days(engine, day.end.replace(tzinfo=dt.timezone.utc))
         assert [d.name for d in dropped] == [day.name], dropped
