@@ -31,10 +31,12 @@ Why each setting is what it is (the README repeats this for operators):
 
 from kombu import Queue
 
-from webhooks.broker.celery_app import COUNTDOWN_QUEUE, DELIVERY_QUEUE, MAINTENANCE_QUEUE, PURGE_TASK
+from webhooks.broker.celery_app import (COUNTDOWN_QUEUE, DELIVERY_QUEUE, MAINTENANCE_QUEUE,
+                                        PARTITIONS_TASK, PURGE_TASK)
 from webhooks.broker.redis_transport import uses_this_transport
 from webhooks.broker.slots import SlotSchedule
 from webhooks.config import get_settings
+from webhooks.storage.partition_runs import INTERVAL_S
 
 _settings = get_settings()
 
@@ -53,7 +55,8 @@ task_default_queue = DELIVERY_QUEUE
 # A worker started without --queues takes both; one started with --queues webhooks
 # takes the maintenance queue too (worker/__init__.py).
 task_queues = (Queue(DELIVERY_QUEUE), Queue(MAINTENANCE_QUEUE), Queue(COUNTDOWN_QUEUE))
-task_routes = {PURGE_TASK: {"queue": MAINTENANCE_QUEUE}}
+task_routes = {PURGE_TASK: {"queue": MAINTENANCE_QUEUE},
+               PARTITIONS_TASK: {"queue": MAINTENANCE_QUEUE}}
 timezone = "UTC"
 enable_utc = True
 # Attempts end at WEBHOOKS_TIMEOUT by their own deadline; this only stops a task
@@ -120,6 +123,12 @@ if _settings.retention_days or _settings.audit_retention_days:
         "schedule": SlotSchedule(_settings.purge_interval),
         "options": {"queue": MAINTENANCE_QUEUE},
     }
+# The attempts' day partitions, created days ahead (webhooks/storage/partition_runs.py).
+beat_schedule["webhooks-partitions"] = {
+    "task": PARTITIONS_TASK,
+    "schedule": SlotSchedule(INTERVAL_S),
+    "options": {"queue": MAINTENANCE_QUEUE},
+}
 beat_schedule_filename = str(_settings.data_dir / "celerybeat-schedule")
 # The schedule file is created mode 0600 in a folder of mode 0700.
 beat_scheduler = "webhooks.broker.celery_app:PrivateScheduler"

@@ -89,6 +89,10 @@ class Sizes:
     purge_pairs: int = 6  # pairs of drains (without, during), their order alternating
     # (interval, seconds per run) of the scheduled purge; 0: the WEBHOOKS_PURGE_* settings
     purge_pace: tuple[float, float] = (0.0, 0.0)
+    # Events seeded into one day of attempts, whose partition retention then drops, per size
+    # (PostgreSQL; the first size is timed --purge-day-repeats times, the others once).
+    purge_day_events: tuple[int, ...] = (10_000, 2_000_000)
+    purge_day_repeats: int = 3
     cost_deliveries: int = 5_000  # deliveries drained to measure what one costs (--scenarios cost)
     pace_deliveries: int = 5_000  # the backlog each leg of the pace scenario drains
     pace_capacity: int = 0  # the receiver's requests/s of the pace scenario; 0: 20 and 200
@@ -121,7 +125,7 @@ QUICK = Sizes(
     backlog_fresh_rate=20.0, punctuality_deliveries=3, punctuality_ladder=(1, 2),
     punctuality_countdown_limit=1, history_events=3_000, history_small=1_000, history_repeats=3,
     history_rounds=1,
-    purge_rows=3_000, purge_deliveries=200, purge_pairs=1, cost_deliveries=100, pace_deliveries=300,
+    purge_rows=3_000, purge_deliveries=200, purge_pairs=1, purge_day_events=(1_000, 3_000), cost_deliveries=100, pace_deliveries=300,
     ordering_deliveries=300, ordering_keys=50,
     realistic_deliveries=200, realistic_subscriptions=20, shared_seconds=2.0, shared_warmup=0.5,
     shared_monitor_seconds=1.0, shared_backlog=200, resume_requests=40, resume_stored=2_000,

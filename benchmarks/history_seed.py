@@ -256,9 +256,12 @@ def database_size() -> dict[str, float]:
 
     with get_engine().connect() as connection:
         total = connection.exec_driver_sql("SELECT pg_database_size(current_database())").scalar()
+        # A partitioned table (attempts, migration 0029) weighs the sum of its partitions.
         tables = connection.exec_driver_sql(
-            "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
-            "WHERE relname IN ('events', 'deliveries', 'attempts', 'attempt_hours')").all()
+            "SELECT c.relname, coalesce((SELECT sum(pg_total_relation_size(t.relid)) "
+            "FROM pg_partition_tree(c.oid) AS t), pg_total_relation_size(c.oid))::bigint "
+            "FROM pg_class AS c "
+            "WHERE c.relname IN ('events', 'deliveries', 'attempts', 'attempt_hours')").all()
     mb = 1024 * 1024
     return {"database_mb": round(total / mb, 1),
             **{f"{name}_mb": round(size / mb, 1) for name, size in tables}}

@@ -10,6 +10,7 @@ unless ``--force`` is given.
 from __future__ import annotations
 
 import contextlib
+import os
 
 import redis
 import sqlalchemy
@@ -62,6 +63,18 @@ def exclusive_run(database_url: str):
 
 def _redis_db(broker_url: str) -> int:
     return redis.Redis.from_url(broker_url).connection_pool.connection_kwargs.get("db", 0)
+
+
+def fresh_bench_database(default_url: str) -> str:
+    """WEBHOOKS_DATABASE_URL (set to ``default_url`` if unset), dropped and created empty;
+    refused unless the database's name contains ``bench`` (it is emptied). Its URL."""
+    os.environ.setdefault("WEBHOOKS_DATABASE_URL", default_url)
+    url = os.environ["WEBHOOKS_DATABASE_URL"]
+    if "bench" not in url.rsplit("/", 1)[-1]:
+        raise SystemExit("the database's name must contain 'bench': it is emptied")
+    drop_database(url)
+    create_database(url)
+    return url
 
 
 def ensure_database(database_url: str) -> None:

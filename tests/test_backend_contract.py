@@ -112,6 +112,28 @@ def test_a_stale_record_changes_nothing(account):
     claimed = claim(delivery_id, 0)
     record(claimed, 200)
     assert record(claimed, 500) is None
+    # A duplicate record (another started_at, as a second message's would have) stores no
+    # second attempt: the move's condition keeps it out, not only the unique key, which on
+    # PostgreSQL's partitioned table holds started_at (migration 0029).
+    with session_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Attempt)) == 1
+
+
+def test_partitions_are_created_once_where_the_engine_has_them(any_db):
+    from webhooks.storage import partitions
+
+    engine = get_engine()
+    backend = backend_of(engine)
+    wanted = partitions.ahead(utcnow() + dt.timedelta(days=300), 1)
+    with engine.begin() as connection:
+        created = backend.create_partitions(connection, wanted)
+        again = backend.create_partitions(connection, wanted)
+        listed = {p.name for p in backend.day_partitions(connection)}
+        for partition in wanted if created else ():  # leave the session's database as it was
+            connection.exec_driver_sql(f"DROP TABLE {partition.name}")
+    expected = [p.name for p in wanted] if engine.dialect.name == "postgresql" else []
+    assert created == expected and again == []
+    assert set(expected) <= listed
 
 
 def test_pause_holds_and_resume_releases(account):

@@ -13,11 +13,19 @@ from tests.support import services
 from webhooks.storage.db import get_engine
 from webhooks.storage.migrate import alembic_config
 from webhooks.storage.models import Base
+from webhooks.storage.partitions import comparison_options
+
+
+def _differences(connection) -> list:
+    """What separates the database from the models (attempts' day partitions aside)."""
+    context = MigrationContext.configure(
+        connection, opts=comparison_options(connection.dialect.name))
+    return compare_metadata(context, Base.metadata)
 
 
 def test_migrated_schema_matches_the_models(any_db):
     with get_engine(any_db).connect() as connection:
-        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        differences = _differences(connection)
     assert differences == []
 
 
@@ -106,6 +114,13 @@ def _id_type(connection) -> str:
         "WHERE table_name = 'attempts' AND column_name = 'id'").scalar()
 
 
+def _new_attempt(connection, started_at: str) -> int:
+    """Record attempt 2 of d1 by hand; the id the sequence gave it."""
+    return connection.exec_driver_sql(
+        "INSERT INTO attempts (delivery_id, number, started_at, duration_ms, outcome) "
+        f"VALUES ('d1', 2, '{started_at}', 5, 'success') RETURNING id").scalar()
+
+
 def test_upgrade_from_0003_keeps_the_rows_widens_the_id_and_fills_the_rollups(old_schema):
     engine, url = old_schema
     with engine.begin() as connection:
@@ -129,13 +144,10 @@ def test_upgrade_from_0003_keeps_the_rows_widens_the_id_and_fills_the_rollups(ol
             ).scalar() == "bigint"
             # A new attempt still gets its id from the (now 64-bit) sequence.
             connection.exec_driver_sql("SELECT setval('attempts_id_seq', 3000000000)")
-            new_id = connection.exec_driver_sql(
-                "INSERT INTO attempts (delivery_id, number, started_at, duration_ms, outcome) "
-                "VALUES ('d1', 2, '2026-11-20 12:00:00', 5, 'success') RETURNING id").scalar()
-            assert new_id == 3000000001
+            assert _new_attempt(connection, "2026-11-20 12:00:00") == 3000000001
             connection.rollback()
     with engine.connect() as connection:
-        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+        differences = _differences(connection)
     assert differences == []
 
 
@@ -237,3 +249,57 @@ def test_0015_gives_paused_subscriptions_the_reason_failures_and_0016_the_servic
     with engine.connect() as connection:
         columns = {c["name"] for c in sqlalchemy.inspect(connection).get_columns("subscriptions")}
     assert not {"paused_reason", "signature_scheme"} & columns
+
+
+# ---------------------------------------------------------------- 0029 on a table with rows
+
+
+def _relkind(connection) -> str:
+    return connection.exec_driver_sql(
+        "SELECT relkind FROM pg_class WHERE oid = 'attempts'::regclass").scalar()
+
+
+def _unique_keys(connection) -> list[list[str]]:
+    return sorted(c["column_names"] for c in
+                  sqlalchemy.inspect(connection).get_unique_constraints("attempts"))
+
+
+def test_0029_partitions_attempts_by_day_with_their_rows_and_back(old_schema):
+    engine, url = old_schema
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0029")
+    if engine.dialect.name == "sqlite":  # its plain table, as it was
+        with engine.connect() as connection:
+            assert _unique_keys(connection) == [["delivery_id", "number"]]
+            assert connection.exec_driver_sql("SELECT count(*) FROM attempts").scalar() == 7
+        return
+    with engine.connect() as connection:
+        assert _relkind(connection) == "p"
+        assert _unique_keys(connection) == [["delivery_id", "number", "started_at"]]
+        assert connection.exec_driver_sql("SELECT count(*) FROM attempts").scalar() == 7
+        where = connection.exec_driver_sql(
+            "SELECT tableoid::regclass::text, count(*) FROM attempts GROUP BY 1").all()
+        days = {name for name, _ in where}
+        # The rows' day (within the migration's 60 days back) or, later, the default one.
+        assert days <= {"attempts_p20261120", "attempts_default"} and len(days) == 1
+        names = set(sqlalchemy.inspect(connection).get_table_names())
+        today = dt.datetime.now(dt.timezone.utc).date()
+        assert {f"attempts_p{today + dt.timedelta(days=n):%Y%m%d}" for n in range(4)} <= names
+        # A new attempt still gets its id from the sequence, and lands in the default
+        # partition when no day holds it.
+        assert _new_attempt(connection, "2001-01-01 12:00:00") == 8
+        connection.rollback()
+    with engine.begin() as connection:
+        run_alembic(connection, url, "downgrade", "0028")
+    with engine.connect() as connection:
+        assert _relkind(connection) == "r"
+        assert _unique_keys(connection) == [["delivery_id", "number"]]
+        assert connection.exec_driver_sql("SELECT count(*) FROM attempts").scalar() == 7
+        assert not {n for n in sqlalchemy.inspect(connection).get_table_names()
+                    if n.startswith("attempts_")}
+        assert connection.exec_driver_sql(
+            "SELECT pg_get_serial_sequence('attempts', 'id')").scalar() == "public.attempts_id_seq"
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "head")
+    with engine.connect() as connection:
+        assert _differences(connection) == []

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from sqlalchemy.exc import OperationalError
 
-from webhooks.broker.celery_app import DELIVER_TASK, PURGE_TASK, RELEASE_TASK, SWEEP_TASK, get_app
+from webhooks.broker.celery_app import (DELIVER_TASK, PARTITIONS_TASK, PURGE_TASK, RELEASE_TASK,
+                                        SWEEP_TASK, get_app)
 from webhooks.config import get_settings
 from webhooks.lifecycle.retention import run_scheduled
 from webhooks.services.attempt import run_attempt
 from webhooks.services.pausing import send_next_batch
 from webhooks.services.sweep import run_sweep
+from webhooks.storage import partition_runs
 from webhooks.storage.db import get_engine
 from webhooks.storage.scheduled_runs import Slot
 
 celery_app = get_app()  # the worker's entry point: the app is built here
 
-__all__ = ["deliver", "sweep", "purge", "release"]
+__all__ = ["deliver", "sweep", "purge", "release", "partitions"]
 
 
 # A database connection lost mid-task (restart, pg_terminate_backend) is retried
@@ -59,3 +61,13 @@ def purge(self, slot: str | None = None) -> None:
                   audit_retention_days=settings.audit_retention_days,
                   batch=settings.purge_batch, seconds=settings.purge_seconds,
                   slot=Slot.sent(PURGE_TASK, slot, self.request.id, settings.purge_interval))
+
+
+# A lock not granted in time is retried once; the next hour's run would anyway.
+@celery_app.task(name=PARTITIONS_TASK, bind=True, autoretry_for=(OperationalError,),
+                 retry_kwargs={"max_retries": 1, "countdown": 30})
+def partitions(self, slot: str | None = None) -> None:
+    """Create the attempts' day partitions of today and WEBHOOKS_PARTITION_DAYS_AHEAD days."""
+    partition_runs.create_ahead(
+        get_engine(), days_ahead=get_settings().partition_days_ahead,
+        slot=Slot.sent(PARTITIONS_TASK, slot, self.request.id, partition_runs.INTERVAL_S))

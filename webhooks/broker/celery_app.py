@@ -17,11 +17,13 @@ from webhooks.config import get_settings
 from webhooks.config.datadir import private_dir, private_file, private_umask
 
 __all__ = ["celery_app", "get_app", "DELIVER_TASK", "SWEEP_TASK", "PURGE_TASK", "RELEASE_TASK",
+           "PARTITIONS_TASK",
            "DELIVERY_QUEUE", "MAINTENANCE_QUEUE", "COUNTDOWN_QUEUE", "PrivateScheduler"]
 
 DELIVER_TASK = "webhooks.deliver"
 SWEEP_TASK = "webhooks.sweep"
 PURGE_TASK = "webhooks.purge"
+PARTITIONS_TASK = "webhooks.partitions"  # attempts' day partitions ahead (storage/partition_runs.py)
 RELEASE_TASK = "webhooks.release"  # what a resume released, batch by batch (lifecycle/release.py)
 # Deliveries and the sweep go through the first queue; the purge through the second, so a
 # backlog of deliveries never holds the purge back; deliver messages with a countdown (a

@@ -71,6 +71,8 @@ class Settings:
     purge_batch: int = 500
     purge_interval: float = 60.0
     purge_seconds: float = 10.0
+    # Days after today whose attempts' partitions the scheduler keeps created (PostgreSQL).
+    partition_days_ahead: int = 3
     recover_batch: int = 500  # replays made per transaction by recover (recover.py)
     recover_max: int = 10000  # replays made by one recover call at most
     emit_batch_max: int = 10000  # events one emit_events call takes at most (emit.py)
@@ -218,6 +220,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> Settings:
         purge_batch=purge_batch(env),
         purge_interval=positive_number(env, "WEBHOOKS_PURGE_INTERVAL", 60.0),
         purge_seconds=purge_seconds(env),
+        partition_days_ahead=positive_number(env, "WEBHOOKS_PARTITION_DAYS_AHEAD", 3,
+                                             integer=True, allow_zero=True),
         recover_batch=positive_number(env, "WEBHOOKS_RECOVER_BATCH", 500, integer=True),
         recover_max=positive_number(env, "WEBHOOKS_RECOVER_MAX", 10000, integer=True),
         emit_batch_max=positive_number(env, "WEBHOOKS_EMIT_BATCH_MAX", 10000, integer=True),

@@ -40,6 +40,7 @@ UNITS = {
     "WEBHOOKS_RECOVER_AFTER": "seconds",
     "WEBHOOKS_PURGE_INTERVAL": "seconds",
     "WEBHOOKS_PURGE_SECONDS": "seconds",
+    "WEBHOOKS_PARTITION_DAYS_AHEAD": "days",
     "WEBHOOKS_PUBLISH_TIMEOUT": "seconds",
     "WEBHOOKS_HSTS_MAX_AGE": "seconds",
     "WEBHOOKS_COUNTDOWN_LIMIT": "seconds",

@@ -29,6 +29,19 @@ first, oldest first through ``ix_audit_log_created``, in batches of ``batch``
 entries: the one DELETE of them the append-only trigger lets through
 (backend ``allow_audit_purge``, migration 0024).
 
+On PostgreSQL the attempts are partitioned by day of ``started_at``
+(storage/partitions.py): a day wholly older than the cut-off is dropped whole
+(:func:`_drop_old_days`), which costs the same whatever the day holds, instead
+of a DELETE per attempt. Its rows that the rule keeps (those of deliveries still
+unfinished, or replayed) are kept, in a partition of kept rows of that day
+(dropped once the batches below have emptied it). The
+deliveries' own cut-off then stops at the start of the day partition that
+holds the cut-off, so that the batches below do not delete that day's attempts
+row by row a day before its partition goes whole: a delivery waits at most one
+day longer than WEBHOOKS_RETENTION_DAYS. Attempts of younger days (a retry
+after midnight), of the default partition and of SQLite go row by row as
+before, with their deliveries.
+
 ``webhooks db purge`` runs :func:`purge` to the end; the scheduler runs
 :func:`run_scheduled` every WEBHOOKS_PURGE_INTERVAL seconds, which stops
 after WEBHOOKS_PURGE_SECONDS and rests after each batch as long as the
@@ -42,25 +55,32 @@ import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, fields
+from typing import Callable
 
-from sqlalchemy import and_, delete, exists, or_, select, true, tuple_
+from sqlalchemy import and_, delete, exists, or_, select, true, tuple_, union
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import aliased
 
 from webhooks.lifecycle import ordering, transitions
-from webhooks.storage import scheduled_runs
+from webhooks.storage import partitions, scheduled_runs
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import (Account, Attempt, AttemptHour, AuditEntry, Delivery,
                                      DeliveryStatus, Event, NoticeBudget, OrderingKey,
                                      Subscription, utcnow)
 from webhooks.storage.rollup import floor_hour
 
-__all__ = ["Purged", "FINISHED", "cutoff_for", "purge", "run_scheduled"]
+__all__ = ["Purged", "FINISHED", "DroppedDay", "cutoff_for", "drop_old_days", "purge",
+           "run_scheduled"]
 
 log = logging.getLogger("webhooks.retention")  # its name from before the move: log searches use it
 
 #: The statuses retention may delete; every other one is kept whatever its age.
 FINISHED = (DeliveryStatus.DONE.value, DeliveryStatus.FAILED.value, DeliveryStatus.DEAD.value)
+UNFINISHED = tuple(status.value for status in DeliveryStatus if status.value not in FINISHED)
+#: How long before its delivery's creation an attempt may start, at most (the clocks of
+#: two hosts): the row path looks for a batch's attempts from then on only, so that
+#: PostgreSQL skips the day partitions before it.
+_CLOCK_MARGIN = dt.timedelta(days=1)
 
 
 @dataclass
@@ -138,6 +158,10 @@ def purge(engine: Engine, *, retention_days: int, batch: int, now: dt.datetime |
                                                          total):
         return total
     cutoff = cutoff_for(now, retention_days)
+    if cutoff is not None:
+        cutoff, finished = _drop_old_days(engine, cutoff, total, pacer)
+        if not finished:  # the deadline came first: the batches wait for the next run
+            return total
     # Everything a deleted account has was created before now (it takes no new event).
     everything = now + dt.timedelta(days=1)
     while True:
@@ -180,6 +204,75 @@ def _one_pass(engine: Engine, cutoff: dt.datetime | None, everything: dt.datetim
             with engine.begin() as connection:
                 total.add(_deleted_account(connection, account_id))
     return freed, True
+
+
+def _kept_before(end: dt.datetime):
+    """The deliveries created before ``end`` whose attempts the rule keeps: unfinished
+    ones, and the originals of a replay (index scans: the list index by account and
+    status, the partial index of replays)."""
+    replay = aliased(Delivery)
+    unfinished = select(Delivery.id).where(Delivery.account_id.in_(select(Account.id)),
+                                           Delivery.status.in_(UNFINISHED),
+                                           Delivery.created_at < end)
+    replayed = select(replay.replay_of).where(replay.replay_of.is_not(None))
+    return union(unfinished, replayed)
+
+
+@dataclass(frozen=True)
+class DroppedDay:
+    """A day of attempts retention dropped whole: its partition, the rows dropped with it,
+    the rows it kept (a partition of kept rows of that day), and the seconds it took."""
+
+    name: str
+    rows: int
+    kept: int
+    seconds: float
+
+
+def drop_old_days(engine: Engine, cutoff: dt.datetime,
+                  go_on: Callable[[], bool] = lambda: True) -> list[DroppedDay]:
+    """Drop the attempts' day partitions wholly older than ``cutoff``, oldest first, each
+    in a short transaction of its own, keeping the rows the rule keeps (none on SQLite).
+    ``go_on`` is asked after each day (the purge's deadline): False stops there."""
+    with engine.begin() as connection:
+        emptied = backend_of(connection).drop_emptied_partitions(connection)
+        days = backend_of(connection).day_partitions(connection)
+    if emptied:
+        log.info("retention dropped the emptied partitions of kept attempts %s",
+                 ", ".join(emptied))
+    dropped = []
+    for day in days:
+        if day.end > partitions.naive_utc(cutoff):
+            break
+        started = time.monotonic()
+        with engine.begin() as connection:
+            rows, kept = backend_of(connection).drop_partition(connection, day,
+                                                               _kept_before(_aware(day.end)))
+        dropped.append(DroppedDay(day.name, rows, kept, time.monotonic() - started))
+        log.info("retention dropped the attempts of %s: %d rows (%d kept) in %.2f s",
+                 day.start.date().isoformat(), rows, kept, dropped[-1].seconds)
+        if not go_on():
+            break
+    return dropped
+
+
+def _drop_old_days(engine: Engine, cutoff: dt.datetime, total: Purged,
+                   pacer: _Pacer) -> tuple[dt.datetime, bool]:
+    """:func:`drop_old_days` at the purge's pace, counted in ``total``; (the cut-off of the
+    rows that go by batches, whether every old day went). That cut-off is the start of
+    the day partition that holds ``cutoff`` (it goes whole once it is wholly old), else
+    ``cutoff``."""
+    total.attempts += sum(day.rows for day in drop_old_days(engine, cutoff, pacer.batch_done))
+    with engine.connect() as connection:
+        days = backend_of(connection).day_partitions(connection)
+    finished = not days or days[0].end > partitions.naive_utc(cutoff)
+    holding = partitions.holding(days, cutoff)
+    return (cutoff if holding is None else _aware(holding.start)), finished
+
+
+def _aware(moment: dt.datetime) -> dt.datetime:
+    """A partition's bound (naive UTC, as stored) as the models' columns take it."""
+    return moment.replace(tzinfo=dt.timezone.utc)
 
 
 def _purge_audit_log(engine: Engine, cutoff: dt.datetime, batch: int, pacer: _Pacer,
@@ -255,7 +348,9 @@ def _delivery_batch(connection: Connection, account_id: str, status: str,
     if not rows:
         return Purged(), False, None, 0
     ids = [row.id for row in rows]
-    attempts = connection.execute(delete(Attempt).where(Attempt.delivery_id.in_(ids))).rowcount
+    attempts = connection.execute(delete(Attempt).where(
+        Attempt.delivery_id.in_(ids),
+        Attempt.started_at >= rows[0].created_at - _CLOCK_MARGIN)).rowcount
     gone = transitions.delete_deliveries(connection, ids)
     event_ids = sorted({row.event_id for row in gone})
     events = connection.execute(

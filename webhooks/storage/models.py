@@ -308,8 +308,14 @@ class OrderingKey(Base):
 class Attempt(Base):
     __tablename__ = "attempts"
     __table_args__ = (
-        # One row per attempt number: a duplicate attempt is never recorded twice.
-        UniqueConstraint("delivery_id", "number"),
+        # One row per attempt number: a duplicate attempt is never recorded twice. On
+        # PostgreSQL the table is partitioned by day of started_at (migration 0029,
+        # storage/partitions.py), whose unique keys must hold it: there the record's own
+        # condition keeps a number once (docs/architecture.md, "Attempts by day").
+        UniqueConstraint("delivery_id", "number").ddl_if(dialect="sqlite"),
+        UniqueConstraint("delivery_id", "number", "started_at",
+                         name="attempts_delivery_id_number_started_at_key"
+                         ).ddl_if(dialect="postgresql"),
         # /metrics and the dashboard's chart read recent attempts by time.
         Index("ix_attempts_started_at", "started_at"),
     )

@@ -165,6 +165,26 @@ class Backend(abc.ABC):
     def limit_statement_time(self, connection, milliseconds: int) -> None:
         """Statements of this transaction end after ``milliseconds`` where the engine can."""
 
+    # ---- the attempts table's day partitions (storage/partitions.py; none on SQLite)
+    @abc.abstractmethod
+    def create_partitions(self, connection, wanted: list) -> list[str]:
+        """Create those of ``wanted`` (partitions.Partition) not there yet, in the caller's
+        transaction, once however many callers run at once; the names created."""
+
+    @abc.abstractmethod
+    def day_partitions(self, connection) -> list:
+        """The day partitions of ``attempts`` (partitions.Partition), oldest first; none
+        where the table is a plain one."""
+
+    @abc.abstractmethod
+    def drop_partition(self, connection, partition, keep) -> tuple[int, int]:
+        """Drop ``partition`` whole, keeping the rows of the deliveries ``keep`` selects
+        (in a partition of kept rows of the same day); (rows dropped, rows kept)."""
+
+    @abc.abstractmethod
+    def drop_emptied_partitions(self, connection) -> list[str]:
+        """Drop the partitions of kept rows that nothing is left in; their names."""
+
     @abc.abstractmethod
     def allow_audit_purge(self, connection) -> None:
         """Let this transaction delete audit entries (retention only): the append-only

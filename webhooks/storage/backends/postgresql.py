@@ -18,6 +18,7 @@ from sqlalchemy import (Integer, and_, any_, bindparam, exists, false, func, ins
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from webhooks.states import FINISHED
+from webhooks.storage.backends import pg_partitions
 from webhooks.storage.backends.base import (Backend, Built, ClaimStatements, RecordStatements,
                                             claim_row_with)
 from webhooks.storage.batched import BatchedStatement, Body
@@ -218,6 +219,18 @@ class PostgreSQLBackend(Backend):
     def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:
         session.execute(select(func.pg_advisory_xact_lock(
             func.hashtextextended(literal(subscription_id), seed))))
+
+    def create_partitions(self, connection, wanted: list) -> list[str]:
+        return pg_partitions.create(connection, wanted)
+
+    def day_partitions(self, connection) -> list:
+        return pg_partitions.day_partitions(connection)
+
+    def drop_partition(self, connection, partition, keep) -> tuple[int, int]:
+        return pg_partitions.drop(connection, partition, keep)
+
+    def drop_emptied_partitions(self, connection) -> list[str]:
+        return pg_partitions.drop_emptied(connection)
 
     def allow_audit_purge(self, connection) -> None:
         # Read by the audit_log trigger (migration 0024); LOCAL: it ends with the transaction.

@@ -131,6 +131,19 @@ class SQLiteBackend(Backend):
     def lock_replays_of(self, session, subscription_id: str, seed: int) -> None:
         return None  # one writer at a time
 
+    # A plain attempts table: nothing to create, nothing to drop (retention deletes rows).
+    def create_partitions(self, connection, wanted: list) -> list[str]:
+        return []
+
+    def day_partitions(self, connection) -> list:
+        return []
+
+    def drop_partition(self, connection, partition, keep) -> tuple[int, int]:
+        raise NotImplementedError("SQLite's attempts table has no partitions")
+
+    def drop_emptied_partitions(self, connection) -> list[str]:
+        return []
+
     def allow_audit_purge(self, connection) -> None:
         return None  # its trigger refuses UPDATE only (migration 0024)
 

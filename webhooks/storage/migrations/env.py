@@ -4,6 +4,7 @@ from alembic import context
 from sqlalchemy import create_engine
 
 from webhooks.storage.models import Base
+from webhooks.storage.partitions import comparison_options
 
 config = context.config
 target_metadata = Base.metadata
@@ -21,7 +22,8 @@ def run_migrations_online() -> None:
 
 def _run(connection) -> None:
     # Batch mode lets later migrations alter tables on SQLite too.
-    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
+    context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True,
+                      **comparison_options(connection.dialect.name))
     with context.begin_transaction():
         context.run_migrations()
 
