@@ -113,7 +113,7 @@ def _as_loaded(given: Any, loaded: Any) -> Any:
 
 def _identical(given: Any, loaded: Any) -> bool:
     """``given == loaded``, and of the same types throughout: ``1.0 == 1`` in Python, but an
-    integer field given ``1.0`` is written ``1`` (fields.StrictInteger)."""
+    integer field given ``1.0`` is written ``1`` (fields.DataInteger)."""
     if type(given) is not type(loaded):
         return False
     if isinstance(given, dict):
