@@ -137,7 +137,7 @@ def test_a_restarted_beat_whose_file_is_older_than_its_last_send_sends_the_slot_
 
 
 @pytest.mark.process
-def test_celeryconfig_schedules_the_sweep_and_the_purge_by_slots():
+def test_celeryconfig_schedules_the_sweep_the_purge_and_the_partitions_by_slots():
     script = ("import celeryconfig, json; print(json.dumps({name: [type(entry['schedule']).__name__, "
               "entry['schedule'].seconds] for name, entry in celeryconfig.beat_schedule.items()}))")
     env = {**os.environ, "WEBHOOKS_RETENTION_DAYS": "30", "WEBHOOKS_SWEEP_INTERVAL": "7",
@@ -145,7 +145,8 @@ def test_celeryconfig_schedules_the_sweep_and_the_purge_by_slots():
     out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True,
                          text=True, check=True, timeout=60)
     assert out.stdout.strip() == \
-        '{"webhooks-sweep": ["SlotSchedule", 7.0], "webhooks-purge": ["SlotSchedule", 120.0]}'
+        '{"webhooks-sweep": ["SlotSchedule", 7.0], "webhooks-purge": ["SlotSchedule", 120.0], ' \
+        '"webhooks-partitions": ["SlotSchedule", 3600.0]}'
 
 
 

@@ -115,15 +115,22 @@ def test_another_accounts_subscription_gives_an_empty_page_without_reading_its_r
 
 
 def _time_out_every_third(account_id: str) -> None:
-    """An attempt that timed out for every third of the account's deliveries (by id), and one
-    that was refused for the others."""
+    """An attempt that timed out for every third of the account's deliveries of each
+    subscription and status (the first of each, by id, among them: so every combination the
+    test filters on has a match whatever the random ids), and one that was refused for the
+    others."""
     with session_scope() as session:
-        ids = sorted(session.scalars(select(Delivery.id).where(Delivery.account_id == account_id)))
-        session.execute(insert(Attempt), [
-            dict(delivery_id=delivery_id, number=1, started_at=T0, duration_ms=10,
-                 status_code=None, error="no answer", outcome="retry",
-                 error_kind="timeout" if index % 3 == 0 else "connection_refused")
-            for index, delivery_id in enumerate(ids)])
+        rows = session.execute(select(Delivery.subscription_id, Delivery.status, Delivery.id)
+                               .where(Delivery.account_id == account_id)
+                               .order_by(Delivery.subscription_id, Delivery.status, Delivery.id))
+        attempts = []
+        for _, group in itertools.groupby(rows, key=lambda row: row[:2]):
+            attempts += [
+                dict(delivery_id=row.id, number=1, started_at=T0, duration_ms=10,
+                     status_code=None, error="no answer", outcome="retry",
+                     error_kind="timeout" if index % 3 == 0 else "connection_refused")
+                for index, row in enumerate(group)]
+        session.execute(insert(Attempt), attempts)
 
 
 @pytest.mark.parametrize("status", [None, "pending"])
