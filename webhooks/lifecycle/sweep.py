@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, aliased
 
 from webhooks import states
 from webhooks.audit import log as audit_log
-from webhooks.audit.entries import REDACTED, SERVICE, Action, Target, TargetKind
+from webhooks.audit.entries import SERVICE, Action, Target, TargetKind, changes_between
 from webhooks.lifecycle import ordering, transitions
 from webhooks.lifecycle.dispatch import Dispatch
 from webhooks.states import DeliveryStatus, SubscriptionStatus, due, parked, waiting
@@ -118,9 +118,12 @@ def _settle_rotations(session: Session, now: dt.datetime, batch: int) -> None:
     secret changed at ``active_at`` (shown), not when this writes it down (the entry's
     time). A transition that settles a due swap itself reports it in its own entry."""
     for settled in settle_due(session, now, batch):
-        changes = {"secret": {"from": REDACTED, "to": REDACTED},
-                   "next_secret": {"from": REDACTED, "to": None},
-                   "next_secret_active_at": {"from": settled.active_at.isoformat(), "to": None}}
+        # The secrets themselves are not read: stand-ins that differ, which the entries' one
+        # rule (changes_between) redacts as it would the real ones.
+        changes = changes_between(
+            {"secret": "current", "next_secret": "staged",
+             "next_secret_active_at": settled.active_at},
+            {"secret": "staged", "next_secret": None, "next_secret_active_at": None})
         audit_log.write(session, settled.account_id, SERVICE, Action.SECRET_ROTATION_ACTIVATED,
                         Target(TargetKind.SUBSCRIPTION, settled.subscription_id), changes, at=now)
 
