@@ -216,3 +216,30 @@ def test_the_meter_gives_the_machine_s_cpu_per_delivery_and_its_busy_cores(monke
     figures = meter.per_delivery(1000)
     assert figures["machine_cpu_ms_per_delivery"] == pytest.approx(3.0)
     assert figures["machine_busy_cores"] == pytest.approx(1.5)  # 3 of 4 core-seconds, of 2 cores
+
+
+def test_the_flush_probe_times_real_flushes_in_the_folder_it_is_given(tmp_path):
+    from benchmarks.flush_probe import flush_probe
+
+    with flush_probe(str(tmp_path)) as probe:
+        deadline = time.monotonic() + 5
+        while len(probe.durations) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+    figures = probe.figures()
+    assert figures["flushes"] >= 3
+    assert 0 < figures["flush_p50_ms"] <= figures["flush_p99_ms"] <= figures["flush_max_ms"]
+    assert figures["flush_directory"] == str(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # the scratch file is removed
+
+
+def test_only_runs_whose_flushes_stayed_under_10_ms_count_for_the_latency_target():
+    from benchmarks.scenarios.latency import calm_runs
+
+    runs = [{"p99_ms": 12.0, "flush_p99_ms": 2.0, "flush_max_ms": 7.0, "flushes_under_10_ms": True},
+            {"p99_ms": 140.0, "flush_p99_ms": 30.0, "flush_max_ms": 95.0,
+             "flushes_under_10_ms": False},
+            {"p99_ms": 16.0, "flush_p99_ms": 3.0, "flush_max_ms": 9.0, "flushes_under_10_ms": True}]
+    calm = calm_runs(runs)
+    assert calm["calm_runs"] == 2
+    assert calm["calm_p99_ms"] == 14.0
+    assert [r["flush_max_ms"] for r in calm["runs_with_flushes"]] == [7.0, 95.0, 9.0]

@@ -33,7 +33,7 @@ FIGURES = {
         "fanout_deliveries_per_s", "fanout_ratio", "fanout_call_p50_ms", "fanout_call_p99_ms",
     ],
     "latency": ["p50_ms", "p95_ms", "p99_ms", "max_ms", "missing", "achieved_rate_per_s",
-                "p50_ratio_to_ceiling", "p99_ratio_to_ceiling"],
+                "p50_ratio_to_ceiling", "p99_ratio_to_ceiling", "flush_p99_ms", "flush_max_ms"],
     "isolation": ["baseline_healthy_rate_per_s", "hanging_healthy_rate_per_s", "throughput_kept",
                   "baseline_healthy_p99_ms", "hanging_healthy_p99_ms", "hanging_hanging_attempts"],
     "backlog": ["countdown_messages", "held_by_worker", "parked", "worker_idle_rss_mb", "worker_rss_mb",
