@@ -117,12 +117,14 @@ def drop_database(database_url: str) -> None:
 
 def truncate_tables(database_url: str) -> None:
     """Empty every table of the service's schema (not alembic_version) in this database."""
+    from webhooks.storage.backends import backend_of
     from webhooks.storage.db import get_engine
     from webhooks.storage.models import Base
 
     names = ", ".join(table.name for table in Base.metadata.sorted_tables)
     with get_engine(database_url).begin() as connection:
-        connection.exec_driver_sql(f"TRUNCATE {names} CASCADE")
+        with backend_of(connection).audit_purge(connection):  # the audit log's guard
+            connection.exec_driver_sql(f"TRUNCATE {names} CASCADE")
 
 
 def analyse(database_url: str) -> None:

@@ -135,12 +135,14 @@ def sqlite_db(_sqlite_url, monkeypatch):
     and engine of each test's own cost it a new pool and a cold statement
     cache (SQLAlchemy compiles per engine), about a third of the fast tier's time.
     """
+    from webhooks.storage.backends import backend_of
     from webhooks.storage.db import get_engine
 
     _use_database(monkeypatch, _sqlite_url)
     with get_engine(_sqlite_url).begin() as connection:
-        for table in TABLES.split(", "):  # children first: foreign keys are on
-            connection.execute(text(f"DELETE FROM {table}"))
+        with backend_of(connection).audit_purge(connection):  # the audit log's guard
+            for table in TABLES.split(", "):  # children first: foreign keys are on
+                connection.execute(text(f"DELETE FROM {table}"))
     yield _sqlite_url
 
 

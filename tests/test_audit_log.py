@@ -381,18 +381,47 @@ def test_no_statement_changes_an_entry(stored):
     assert only_entry(account_id)["action"] == "subscription.paused"
 
 
-def test_no_statement_deletes_an_entry_but_retention_s(db):
+def test_no_statement_deletes_an_entry_but_a_purge_s_and_the_purge_leaves_nothing_open(stored):
     from webhooks.services import pausing
     from webhooks.storage.backends import backend_of
 
-    account_id, _, _ = _use(lambda s, sub: pausing.pause(s, sub, actor=ALICE))
-    with pytest.raises(DBAPIError):
+    def delete_all(purge: bool) -> None:
         with get_engine().begin() as connection:
-            connection.execute(text("DELETE FROM audit_log"))
+            if not purge:
+                connection.execute(text("DELETE FROM audit_log"))
+                return
+            with backend_of(connection).audit_purge(connection):
+                connection.execute(text("DELETE FROM audit_log"))
+
+    first, _, _ = _use(lambda s, sub: pausing.pause(s, sub, actor=ALICE))
+    with pytest.raises(DBAPIError):
+        delete_all(purge=False)
+    assert len(entries(first)) == 1
+    delete_all(purge=True)
+    assert entries(first) == []
+    second, _, _ = _use(lambda s, sub: pausing.pause(s, sub, actor=ALICE))
+    with pytest.raises(DBAPIError):  # the purge let only its own transaction through
+        delete_all(purge=False)
+    assert len(entries(second)) == 1
+    with get_engine().connect() as connection:
+        assert connection.scalar(text("SELECT count(*) FROM audit_purges")) == 0
+
+
+def test_truncate_empties_the_audit_log_only_in_a_purge(db, published, monkeypatch):
+    from webhooks.config import reset_settings_cache
+    from webhooks.services import pausing
+
+    monkeypatch.setenv("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "true")
+    reset_settings_cache()
+
+    account_id, _, _ = _use(lambda s, sub: pausing.pause(s, sub, actor=ALICE))
+    with pytest.raises(DBAPIError, match="never changed or deleted"):
+        with get_engine().begin() as connection:
+            connection.execute(text("TRUNCATE audit_log"))
     assert len(entries(account_id)) == 1
     with get_engine().begin() as connection:
-        backend_of(connection).allow_audit_purge(connection)
-        connection.execute(text("DELETE FROM audit_log"))
+        connection.execute(text("SET LOCAL webhooks.audit_purge = 'on'"))
+        connection.execute(text("TRUNCATE audit_log"))
     assert entries(account_id) == []
 
 

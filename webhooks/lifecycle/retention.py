@@ -27,7 +27,7 @@ Audit log entries (webhooks/audit) older than ``audit_retention_days``
 (WEBHOOKS_AUDIT_RETENTION_DAYS, 365 by default; 0 keeps them) are deleted
 first, oldest first through ``ix_audit_log_created``, in batches of ``batch``
 entries: the one DELETE of them the append-only trigger lets through
-(backend ``allow_audit_purge``, migration 0024).
+(backend ``audit_purge``, migrations 0024 and 0030).
 
 On PostgreSQL the attempts are partitioned by day of ``started_at``
 (storage/partitions.py): a day wholly older than the cut-off is dropped whole
@@ -280,8 +280,7 @@ def _purge_audit_log(engine: Engine, cutoff: dt.datetime, batch: int, pacer: _Pa
     """Delete the audit entries made before ``cutoff``, oldest first, ``batch`` a
     transaction; False if the deadline stopped it."""
     while True:
-        with engine.begin() as connection:
-            backend_of(connection).allow_audit_purge(connection)
+        with engine.begin() as connection, backend_of(connection).audit_purge(connection):
             oldest = _locked(select(AuditEntry.id).where(AuditEntry.created_at < cutoff)
                              .order_by(AuditEntry.created_at).limit(batch), connection)
             ids = list(connection.scalars(oldest))

@@ -505,8 +505,9 @@ class NoticeBudget(Base):
 class AuditEntry(Base):
     """One entry of an account's audit log (webhooks/audit, CONTRACT 10.5): who did what to
     what, and the fields it changed (redacted). Written in the transaction of its change;
-    never updated, and deleted only by retention (a trigger refuses anything else on
-    PostgreSQL: migration 0024)."""
+    never updated, and deleted only by retention (triggers refuse anything else: UPDATE,
+    DELETE and TRUNCATE on PostgreSQL, UPDATE and DELETE on SQLite; migrations 0024,
+    0030)."""
 
     __tablename__ = "audit_log"
     __table_args__ = (
@@ -526,3 +527,14 @@ class AuditEntry(Base):
     target_kind: Mapped[str] = mapped_column(String(32))
     target_id: Mapped[str] = mapped_column(String(64))
     changes: Mapped[dict] = mapped_column(JSON)
+
+
+class AuditPurge(Base):
+    """A row present only inside a transaction that retention lets delete audit entries
+    (SQLite's guard, migration 0030: SQLite has no per-transaction setting, so its
+    trigger asks whether this table holds a row). Never committed; unused on PostgreSQL,
+    whose guard reads ``webhooks.audit_purge``."""
+
+    __tablename__ = "audit_purges"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -186,9 +186,10 @@ class Backend(abc.ABC):
         """Drop the partitions of kept rows that nothing is left in; their names."""
 
     @abc.abstractmethod
-    def allow_audit_purge(self, connection) -> None:
-        """Let this transaction delete audit entries (retention only): the append-only
-        guard of migration 0024 refuses every other DELETE."""
+    def audit_purge(self, connection) -> contextlib.AbstractContextManager[None]:
+        """Within the ``with`` block, let this transaction delete audit entries (retention,
+        and the tests' and benchmarks' resets only): the append-only guards of migrations
+        0024 and 0030 refuse every other DELETE, and TRUNCATE on PostgreSQL."""
 
 
 def claim_row_with(insert, table, values: dict, key: tuple[str, ...], owner: str, refused: str):

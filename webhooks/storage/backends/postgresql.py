@@ -232,9 +232,12 @@ class PostgreSQLBackend(Backend):
     def drop_emptied_partitions(self, connection) -> list[str]:
         return pg_partitions.drop_emptied(connection)
 
-    def allow_audit_purge(self, connection) -> None:
-        # Read by the audit_log trigger (migration 0024); LOCAL: it ends with the transaction.
+    @contextlib.contextmanager
+    def audit_purge(self, connection):
+        # Read by the audit_log triggers (migrations 0024, 0030); LOCAL: it ends with the
+        # transaction, so nothing needs undoing when the block ends.
         connection.execute(text("SET LOCAL webhooks.audit_purge = 'on'"))
+        yield
 
     def skip_locked(self, statement):
         return statement.with_for_update(skip_locked=True)

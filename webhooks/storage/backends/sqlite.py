@@ -9,13 +9,15 @@ its transactions already read one moment.
 
 from __future__ import annotations
 
-from sqlalchemy import bindparam, func, insert, select
+import contextlib
+
+from sqlalchemy import bindparam, delete, func, insert, select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from webhooks.states import FINISHED
 from webhooks.storage.backends.base import (Backend, Built, ClaimStatements, RecordStatements,
                                             always_alone, claim_row_with)
-from webhooks.storage.models import Event
+from webhooks.storage.models import AuditPurge, Event
 
 __all__ = ["SQLiteBackend"]
 
@@ -144,8 +146,14 @@ class SQLiteBackend(Backend):
     def drop_emptied_partitions(self, connection) -> list[str]:
         return []
 
-    def allow_audit_purge(self, connection) -> None:
-        return None  # its trigger refuses UPDATE only (migration 0024)
+    @contextlib.contextmanager
+    def audit_purge(self, connection):
+        # The DELETE trigger of migration 0030 lets a delete through while audit_purges
+        # holds a row. Writers take turns on SQLite, and the row goes before the
+        # transaction ends, so no other transaction ever sees it.
+        connection.execute(insert(AuditPurge).values(id=1))
+        yield
+        connection.execute(delete(AuditPurge))
 
     def skip_locked(self, statement):
         return statement  # one writer at a time
