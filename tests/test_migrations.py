@@ -2,6 +2,7 @@
 and move a database that holds rows from an older revision and back."""
 
 import datetime as dt
+import uuid
 
 import pytest
 import sqlalchemy
@@ -303,3 +304,37 @@ def test_0029_partitions_attempts_by_day_with_their_rows_and_back(old_schema):
         run_alembic(connection, url, "upgrade", "head")
     with engine.connect() as connection:
         assert _differences(connection) == []
+
+
+# ---------------------------------------------------------------- 0030 the audit log's guards
+_AUDIT_ROW = ("INSERT INTO audit_log (id, account_id, created_at, actor_kind, action, "
+              "target_kind, target_id, changes) VALUES ('{id}', 'a', '2026-11-28 00:00:00', "
+              "'service', 'subscription.paused', 'subscription', 's', '{{}}')")
+
+
+def _empties(engine, statement: str) -> bool:
+    """Whether ``statement`` (a DELETE or TRUNCATE of audit_log) went through."""
+    with engine.begin() as connection:
+        connection.exec_driver_sql(_AUDIT_ROW.format(id=uuid.uuid4()))
+    try:
+        with engine.begin() as connection:
+            connection.exec_driver_sql(statement)
+    except sqlalchemy.exc.DBAPIError:
+        return False
+    return True
+
+
+def test_0030_guards_truncate_or_delete_and_its_downgrade_gives_them_back(old_schema):
+    engine, url = old_schema
+    emptied = "TRUNCATE audit_log" if engine.dialect.name == "postgresql" else "DELETE FROM audit_log"
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0029")
+    assert _empties(engine, emptied)
+    with engine.begin() as connection:
+        run_alembic(connection, url, "upgrade", "0030")
+    assert not _empties(engine, emptied)
+    with engine.begin() as connection:
+        run_alembic(connection, url, "downgrade", "0029")
+    assert _empties(engine, emptied)
+    if engine.dialect.name == "postgresql":  # 0024's guard of DELETE stays
+        assert not _empties(engine, "DELETE FROM audit_log")

@@ -21,6 +21,8 @@ Revision ID: 0030
 Revises: 0029
 Create Date: 2026-11-28
 """
+import importlib
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -29,21 +31,12 @@ down_revision = "0029"
 branch_labels = None
 depends_on = None
 
-_PG_FUNCTION = """
-CREATE OR REPLACE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP IN ('DELETE', 'TRUNCATE')
-            AND current_setting('webhooks.audit_purge', true) = 'on' THEN
-        RETURN OLD;
-    END IF;
-    RAISE EXCEPTION 'audit_log entries are never changed or deleted (only retention purges them)'
-        USING ERRCODE = 'insufficient_privilege';
-END
-$$;
-"""
-
-_PG_0024_FUNCTION = _PG_FUNCTION.replace(
-    "TG_OP IN ('DELETE', 'TRUNCATE')\n            AND", "TG_OP = 'DELETE' AND")
+# 0024's guard, made and dropped by its own text: one copy of the function.
+_0024 = importlib.import_module("webhooks.storage.migrations.versions.0024_audit_log")
+_0024_FUNCTION = _0024._PG_GUARD.split("CREATE TRIGGER")[0]
+_PG_FUNCTION = (_0024_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+                .replace("TG_OP = 'DELETE'", "TG_OP IN ('DELETE', 'TRUNCATE')"))
+assert "TRUNCATE" in _PG_FUNCTION and "OR REPLACE" in _PG_FUNCTION
 
 _PG_TRUNCATE_GUARD = """
 CREATE TRIGGER audit_log_no_truncate BEFORE TRUNCATE ON audit_log
@@ -71,7 +64,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP TRIGGER IF EXISTS audit_log_no_truncate ON audit_log")
-        op.execute(_PG_0024_FUNCTION)
+        op.execute(_0024_FUNCTION.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION"))
     else:
         op.execute("DROP TRIGGER IF EXISTS audit_log_no_delete")
     op.drop_table("audit_purges")
