@@ -105,10 +105,10 @@ def drop(connection, partition: Partition, keep) -> tuple[int, int]:
     would stop every read of a delivery until the commit; DROP and ATTACH take
     SHARE ROW EXCLUSIVE there (writes wait, for the check of the foreign key).
     """
+    _lock_timeout(connection)  # a second purge dropping the same day waits 2 s, then fails
     kept_name = partitions.kept_name(partition)
     kept = _copy_kept(connection, partition, kept_name, keep)
     rows = connection.execute(text(f"SELECT count(*) FROM {partition.name}")).scalar()
-    _lock_timeout(connection)
     connection.execute(text(f"DROP TABLE {partition.name}"))
     if kept:
         _attach(connection, partition, kept_name)
