@@ -215,6 +215,105 @@ def test_with_retention_off_no_day_is_dropped(days):
     assert old.name in _names(days)
 
 
+def _old_day_with_kept_rows(engine):
+    """A day 40 days old holding a pending delivery's two attempts, a replayed original's,
+    and a finished delivery's; the attempts of the day as rows (every column, by id) and
+    the ids of the kept ones."""
+    day = partitions.day_of(_day(utcnow() - dt.timedelta(days=40)))
+    with engine.begin() as connection:
+        backend_of(engine).create_partitions(connection, [day])
+    at = day.start.replace(tzinfo=dt.timezone.utc) + dt.timedelta(hours=3)
+    account_id, subscription_id = _subscription()
+    pending = _delivery(account_id, subscription_id, at, "pending",
+                        [at, at + dt.timedelta(minutes=5)])
+    original = _delivery(account_id, subscription_id, at, "failed", [at])
+    _delivery(account_id, subscription_id, utcnow(), "done", [utcnow()], replay_of=original)
+    _delivery(account_id, subscription_id, at, "done", [at])
+    with engine.begin() as connection:  # every column of each row its own value
+        connection.execute(text(
+            "UPDATE attempts SET duration_ms = 7 + number, status_code = 502, "
+            "error = 'timed out ' || id, response_excerpt = 'body ' || id, "
+            "location = 'https://example.com/moved', error_kind = 'timeout' "
+            "WHERE started_at >= :start AND started_at < :end"),
+            {"start": day.start, "end": day.end})
+    return day, _rows_of(engine, day), {pending, original}
+
+
+def _rows_of(engine, day) -> list[tuple]:
+    """The attempts of ``day``'s range read through ``attempts``, every column, by id."""
+    with engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(text(
+            "SELECT * FROM attempts WHERE started_at >= :start AND started_at < :end "
+            "ORDER BY id"), {"start": day.start, "end": day.end})]
+
+
+def test_the_kept_rows_survive_the_drop_with_their_ids_and_values(days):
+    day, before, kept_ids = _old_day_with_kept_rows(days)
+    cutoff = day.end.replace(tzinfo=dt.timezone.utc)
+
+    dropped = retention.drop_old_days(days, cutoff)
+
+    assert [(d.name, d.rows, d.kept) for d in dropped] == [(day.name, 1, 3)]
+    assert _rows_of(days, day) == [row for row in before if row[1] in kept_ids]
+    kept = partitions.kept_name(day)
+    with days.connect() as connection:
+        assert kept in _children(connection) and day.name not in _children(connection)
+        # Attached with the parent's keys and index, and without its CHECK of the bounds.
+        indexes = connection.execute(text(
+            "SELECT count(*) FROM pg_inherits i JOIN pg_index x ON x.indexrelid = i.inhrelid "
+            "WHERE x.indrelid = CAST(:kept AS regclass)"), {"kept": kept}).scalar()
+        checks = connection.execute(text(
+            "SELECT count(*) FROM pg_constraint WHERE conrelid = CAST(:kept AS regclass) "
+            "AND contype = 'c'"), {"kept": kept}).scalar()
+    assert indexes == 3 and checks == 0
+
+
+def _dies(engine, connection):
+    """Kill ``connection``, the drop's (its server process ends, as when the process that
+    runs the drop dies): PostgreSQL rolls its transaction back."""
+    pid = connection.execute(text("SELECT pg_backend_pid()")).scalar()
+    with engine.connect() as other:
+        assert other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}).scalar()
+
+
+@pytest.mark.parametrize("dies", ["after the copy", "after the drop", "after the attach"])
+def test_a_drop_that_dies_between_its_steps_loses_nothing(days, monkeypatch, dies):
+    from webhooks.storage.backends import pg_partitions
+
+    day, before, kept_ids = _old_day_with_kept_rows(days)
+    cutoff = day.end.replace(tzinfo=dt.timezone.utc)
+    copy, attach = pg_partitions._copy_kept, pg_partitions._attach
+
+    def copy_then(connection, *args):
+        kept = copy(connection, *args)
+        if dies == "after the copy":
+            _dies(days, connection)
+        return kept
+
+    def attach_then(connection, *args):
+        if dies == "after the drop":
+            _dies(days, connection)
+        attach(connection, *args)
+        if dies == "after the attach":
+            _dies(days, connection)
+
+    monkeypatch.setattr(pg_partitions, "_copy_kept", copy_then)
+    monkeypatch.setattr(pg_partitions, "_attach", attach_then)
+    with pytest.raises(Exception):
+        retention.drop_old_days(days, cutoff)
+
+    # The day as it was: every attempt readable through attempts, nothing kept apart.
+    assert _rows_of(days, day) == before
+    with days.connect() as connection:
+        assert day.name in _children(connection)
+        assert partitions.kept_name(day) not in _children(connection)
+        assert not connection.execute(text("SELECT to_regclass(:kept)"),
+                                      {"kept": partitions.kept_name(day)}).scalar()
+    monkeypatch.undo()
+    retention.drop_old_days(days, cutoff)  # the next run drops it
+    assert _rows_of(days, day) == [row for row in before if row[1] in kept_ids]
+
+
 # ---------------------------------------------------------------- a duplicate attempt
 
 

@@ -57,7 +57,9 @@ import time
 from dataclasses import dataclass, fields
 from typing import Callable
 
-from sqlalchemy import and_, delete, exists, or_, select, true, tuple_, union
+from sqlalchemy import (String, and_, any_, cast, delete, exists, func, or_, select, true,
+                        tuple_, union)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.orm import aliased
 
@@ -209,9 +211,15 @@ def _one_pass(engine: Engine, cutoff: dt.datetime | None, everything: dt.datetim
 def _kept_before(end: dt.datetime):
     """The deliveries created before ``end`` whose attempts the rule keeps: unfinished
     ones, and the originals of a replay (index scans: the list index by account and
-    status, the partial index of replays)."""
+    status, the partial index of replays). PostgreSQL only (a day partition's drop).
+
+    The accounts are read into an array first: as ``IN (SELECT ...)`` the plan hung
+    on the estimate of how many accounts there are, and a table of few accounts that
+    autovacuum never analysed (fewer than 50 changes) was guessed at 110, which
+    chose a scan of every delivery (0.6 s of a 2 M-event day's drop) over the index."""
     replay = aliased(Delivery)
-    unfinished = select(Delivery.id).where(Delivery.account_id.in_(select(Account.id)),
+    accounts = cast(select(func.array_agg(Account.id)).scalar_subquery(), ARRAY(String))
+    unfinished = select(Delivery.id).where(Delivery.account_id == any_(accounts),
                                            Delivery.status.in_(UNFINISHED),
                                            Delivery.created_at < end)
     replayed = select(replay.replay_of).where(replay.replay_of.is_not(None))
