@@ -3,9 +3,10 @@
 Issue 38's figure: 8 concurrent clients emit through the publisher API
 (``POST /api/webhooks/accounts/<id>/events``, one event a request, kept-alive
 connections) to the web process as the Procfile runs it (gunicorn, 2 workers
-of 4 threads), against 8 threads of this process calling ``emit_event``
-directly, on the same database and broker. One subscription per event (no
-worker runs: the deliveries wait on the broker, which is emptied between legs).
+of 4 threads; ``--server`` names another: gunicorn's sync worker, or uWSGI),
+against 8 threads of this process calling ``emit_event`` directly, on the
+same database and broker. One subscription per event (no worker runs: the
+deliveries wait on the broker, which is emptied between legs).
 Each leg sends ``--events`` events; the rate counts from the first call until
 the last one returned (both return only once the broker accepted the message,
 CONTRACT 9.1). The legs run in alternated pairs (python/http, then http/python,
@@ -53,12 +54,34 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start_web(port: int, log: Path, workers: int, threads: int) -> subprocess.Popen:
-    """gunicorn as the Procfile's ``web:`` runs it (2 workers of 4 threads unless told), on
+# The web servers the benchmark can start; "gthread" is the Procfile's (JsonErrorWorker).
+SERVERS = ("gthread", "sync", "uwsgi")
+
+
+def _web_command(server: str, port: int, workers: int, threads: int) -> list[str]:
+    """The command line of ``server`` serving ``web:create_app()`` on 127.0.0.1:``port`` with
+    ``workers`` processes of ``threads`` threads (``sync``: one thread each, ``threads``
+    ignored). uWSGI speaks HTTP/1.1 with keep-alive in its workers (no router process)."""
+    bin_dir = Path(sys.executable).parent
+    if server == "uwsgi":
+        return [os.environ.get("UWSGI", str(bin_dir / "uwsgi")), "--http11-socket", f"127.0.0.1:{port}",
+                "--processes", str(workers), "--threads", str(threads), "--master",
+                "--need-app", "--lazy-apps", "--die-on-term", "--disable-logging",
+                "--thunder-lock", "--buffer-size", "8192", "--post-buffering", "65536",
+                "--pythonpath", str(ROOT), "--virtualenv", sys.prefix,
+                "--eval", "import web; application = web.create_app()"]
+    common = [str(bin_dir / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
+              "--no-control-socket"]
+    if server == "sync":
+        return [*common, "--worker-class", "sync", "web:create_app()"]
+    return [*common, "--threads", str(threads), "--worker-class", "web.server.JsonErrorWorker",
+            "--keep-alive", "60", "web:create_app()"]
+
+
+def _start_web(port: int, log: Path, server: str, workers: int, threads: int) -> subprocess.Popen:
+    """The web server (the Procfile's gunicorn, 2 workers of 4 threads, unless told), on
     127.0.0.1:``port``."""
-    command = [str(Path(sys.executable).parent / "gunicorn"), "--bind", f"127.0.0.1:{port}",
-               "--workers", str(workers), "--threads", str(threads), "--worker-class", "web.server.JsonErrorWorker",
-               "--keep-alive", "60", "--no-control-socket", "web:create_app()"]
+    command = _web_command(server, port, workers, threads)
     # The publisher limit is counted as in production (leases of 10 from Redis), but set
     # above any rate this machine reaches: its default, 1000 a second, would cap the HTTP
     # leg where emit_event's leg has no cap (it did, at ~1300 events/s of emit_event).
@@ -73,7 +96,7 @@ def _start_web(port: int, log: Path, workers: int, threads: int) -> subprocess.P
                 return process
         except OSError:
             time.sleep(0.2)
-    raise SystemExit(f"gunicorn did not start; see {log}")
+    raise SystemExit(f"{server} did not start; see {log}")
 
 
 def _request(connection, method, path, headers, body=None) -> tuple[int, dict]:
@@ -147,7 +170,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=2000, help="events per leg (2000)")
     parser.add_argument("--pairs", type=int, default=3, help="alternated pairs of legs (3)")
-    parser.add_argument("--web-workers", type=int, default=2, help="gunicorn workers (2)")
+    parser.add_argument("--server", choices=SERVERS, default="gthread",
+                        help="web server: the Procfile's gunicorn gthread worker (default), "
+                             "gunicorn's sync worker, or uWSGI ($UWSGI or the venv's uwsgi)")
+    parser.add_argument("--web-workers", type=int, default=2, help="web processes (2)")
     parser.add_argument("--web-threads", type=int, default=4, help="threads of each (4)")
     args = parser.parse_args(argv)
     database_url, broker_url = os.environ["WEBHOOKS_DATABASE_URL"], os.environ["WEBHOOKS_BROKER_URL"]
@@ -162,7 +188,7 @@ def main(argv=None) -> int:
 
     port = _free_port()
     log = Path(os.environ.get("TMPDIR", "/tmp")) / "bench-publisher-web.log"
-    web = _start_web(port, log, args.web_workers, args.web_threads)
+    web = _start_web(port, log, args.server, args.web_workers, args.web_threads)
     try:
         account_id, headers = _seed(port)
         data = sample_data("email.sent")
@@ -191,7 +217,7 @@ def main(argv=None) -> int:
         _leg(from_python, 200)
         services.flush_broker(broker_url)
         print(f"{args.pairs} alternated pairs of {args.events} events, {CLIENTS} clients each; "
-              f"web: gunicorn {args.web_workers} workers x {args.web_threads} threads; "
+              f"web: {args.server} {args.web_workers} workers x {args.web_threads} threads; "
               f"{os.cpu_count()} CPUs, shared")
         print(f"{'pair':>4} {'order':>12} {'python ev/s':>12} {'http ev/s':>10} {'ratio':>6} "
               f"{'py p50/p99 ms':>14} {'202 p50/p99 ms':>15} {'CPU ms/ev py/http':>18}")
