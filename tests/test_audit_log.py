@@ -410,6 +410,7 @@ def test_no_statement_deletes_an_entry_but_a_purge_s_and_the_purge_leaves_nothin
 def test_truncate_empties_the_audit_log_only_in_a_purge(db, published, monkeypatch):
     from webhooks.config import reset_settings_cache
     from webhooks.services import pausing
+    from webhooks.storage.backends import backend_of
 
     monkeypatch.setenv("WEBHOOKS_ALLOW_PRIVATE_TARGETS", "true")
     reset_settings_cache()
@@ -419,8 +420,7 @@ def test_truncate_empties_the_audit_log_only_in_a_purge(db, published, monkeypat
         with get_engine().begin() as connection:
             connection.execute(text("TRUNCATE audit_log"))
     assert len(entries(account_id)) == 1
-    with get_engine().begin() as connection:
-        connection.execute(text("SET LOCAL webhooks.audit_purge = 'on'"))
+    with get_engine().begin() as connection, backend_of(connection).audit_purge(connection):
         connection.execute(text("TRUNCATE audit_log"))
     assert entries(account_id) == []
 

@@ -194,14 +194,16 @@ def truncate(engine, tables: str, tries: int = 20) -> None:
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError
 
+    from webhooks.storage.backends import backend_of
+
     for attempt in range(1, tries + 1):
         try:
             with engine.begin() as connection:
                 # A lock left behind fails this test's set-up, not the rest of the run.
                 connection.execute(text("SET LOCAL lock_timeout = '60s'"))
                 # The audit log refuses TRUNCATE but for a purge (migration 0030).
-                connection.execute(text("SET LOCAL webhooks.audit_purge = 'on'"))
-                connection.execute(text(f"TRUNCATE {tables} CASCADE"))
+                with backend_of(connection).audit_purge(connection):
+                    connection.execute(text(f"TRUNCATE {tables} CASCADE"))
             return
         except OperationalError as error:
             if getattr(error.orig, "pgcode", None) != "40P01" or attempt == tries:  # deadlock_detected

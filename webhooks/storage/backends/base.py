@@ -141,6 +141,11 @@ class Backend(abc.ABC):
         row's ``owner``: ours when the row is ours, now or from before."""
 
     @abc.abstractmethod
+    def in_values(self, column, ids):
+        """``column IN (ids)`` (``ids`` a one-column SELECT of strings), planned as an index
+        probe of ``column`` per value whatever the estimate of ``ids``' rows."""
+
+    @abc.abstractmethod
     def hour_of(self, column):
         """The SQL expression of ``column`` (a time) cut down to its hour, as stored."""
 

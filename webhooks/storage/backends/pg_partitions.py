@@ -117,21 +117,29 @@ def drop(connection, partition: Partition, keep) -> tuple[int, int]:
     return rows - kept, kept
 
 
+def in_one_array(column, ids):
+    """``column = ANY(array)`` with ``ids`` (a one-column SELECT of strings) read once into
+    that array: the plan probes ``column``'s index per value, whatever PostgreSQL guesses of
+    how many rows ``ids`` gives. As a join or ``IN (SELECT ...)`` the plan hung on that
+    guess: a day scanned whole to find 120 k kept rows, and every delivery scanned when a
+    table of a few accounts that autovacuum never analysed was guessed at 110."""
+    listed = ids.subquery()
+    return column == any_(cast(select(func.array_agg(listed.c[0])).scalar_subquery(),
+                               ARRAY(String)))
+
+
 def _copy_kept(connection, partition: Partition, kept_name: str, keep) -> int:
     """Copy the rows of ``partition`` kept (delivery ids in ``keep``) into a new table
     ``kept_name`` with the keys and index of ``attempts`` and a CHECK of the day's
-    bounds; the rows copied. ``keep`` is read first into one array, and the day's rows
-    found through its unique key by ``delivery_id`` (an index probe per kept delivery:
-    the cost grows with the rows kept, not with the day). As a join, the plan scanned
-    the whole day, and took longer even at 120,000 rows kept of 2.4 M."""
+    bounds; the rows copied. The day's rows are found through its unique key by
+    ``delivery_id`` (:func:`in_one_array`: an index probe per kept delivery, so the cost
+    grows with the rows kept, not with the day)."""
     connection.execute(text(
         f"CREATE TABLE {kept_name} (LIKE {partitions.TABLE} INCLUDING DEFAULTS)"))
     day, into = (table(name, *[column(c) for c in _COLUMNS])
                  for name in (partition.name, kept_name))
-    kept_ids = keep.subquery()
-    wanted = cast(select(func.array_agg(kept_ids.c[0])).scalar_subquery(), ARRAY(String))
     kept = connection.execute(insert(into).from_select(
-        _COLUMNS, select(*day.c).where(day.c.delivery_id == any_(wanted)))).rowcount
+        _COLUMNS, select(*day.c).where(in_one_array(day.c.delivery_id, keep)))).rowcount
     if kept:
         for key in _KEPT_KEYS:
             connection.execute(text(f"ALTER TABLE {kept_name} {key}"))

@@ -232,6 +232,9 @@ class PostgreSQLBackend(Backend):
     def drop_emptied_partitions(self, connection) -> list[str]:
         return pg_partitions.drop_emptied(connection)
 
+    def in_values(self, column, ids):
+        return pg_partitions.in_one_array(column, ids)
+
     @contextlib.contextmanager
     def audit_purge(self, connection):
         # Read by the audit_log triggers (migrations 0024, 0030); LOCAL: it ends with the
