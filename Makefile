@@ -74,11 +74,13 @@ LINT_IMPORTS = $(BIN)/lint-imports --no-cache
 
 ## test: the layers, then the whole test suite (needs the machine's PostgreSQL and Redis; see
 ## README). Two pytest-xdist workers, each with its own test database and Redis db: most tests
-## wait on I/O. `make test TEST_PACKAGES=` skips test-packages.
+## wait on I/O. The files go to the workers in collection order (--no-loadscope-reorder), which
+## tests/conftest.py's LONGEST_FIRST sorts longest first. `make test TEST_PACKAGES=` skips
+## test-packages.
 TEST_PACKAGES ?= test-packages
 test: $(BIN)/.installed-test $(TEST_PACKAGES)
 	$(LINT_IMPORTS)
-	$(BIN)/python -m pytest -n 2 --dist loadfile
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 ## test-fast: the layers (lint-imports), then the tier that needs no server (SQLite, fake
 ## senders, local sockets); seconds.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -24,9 +25,18 @@ def run(*args, cwd, extra_env=None):
     )
 
 
+@pytest.fixture(scope="module")
+def upgraded_data(tmp_path_factory):
+    """A data folder that `webhooks db upgrade` made, once per module (2 s a run)."""
+    template = tmp_path_factory.mktemp("upgraded")
+    assert run("db", "upgrade", cwd=template).returncode == 0
+    return template / "webhooks-data"
+
+
 @pytest.fixture
-def folder(tmp_path):
-    assert run("db", "upgrade", cwd=tmp_path).returncode == 0
+def folder(tmp_path, upgraded_data):
+    """A folder as `webhooks db upgrade` leaves it: a copy of the module's upgraded one."""
+    shutil.copytree(upgraded_data, tmp_path / "webhooks-data")
     return tmp_path
 
 

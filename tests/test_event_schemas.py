@@ -140,7 +140,7 @@ def _generated(draw):
     return event_type, data
 
 
-@settings(max_examples=3000, deadline=None)
+@settings(max_examples=1000, deadline=None)  # the field-by-candidate test above is exhaustive
 @given(_generated())
 def test_the_schema_and_emit_event_agree_on_generated_data(generated):
     event_type, data = generated

@@ -18,7 +18,9 @@ import pytest
 from sqlalchemy import event, text
 
 from benchmarks import seed
+from tests.conftest import TABLES
 from tests.factories import make_account, make_subscription
+from tests.support.services import truncate
 from webhooks.lifecycle import claim, record, transitions
 from webhooks.storage.backends.postgresql import PostgreSQLBackend
 from webhooks.storage.db import get_engine, session_scope
@@ -31,7 +33,9 @@ SENDING = 100  # of them then sending: the benchmark's backlog and attempts in f
 
 
 def _backlog(sending: int) -> list[str]:
-    """BACKLOG pending deliveries, the first ``sending`` of them sending; their ids."""
+    """BACKLOG pending deliveries, the first ``sending`` of them sending; their ids. The
+    tables are truncated first: the ``db`` fixture's DELETE keeps what autovacuum analysed."""
+    truncate(get_engine(), TABLES)
     account_id, _ = make_account("plans")
     subscription = make_subscription(account_id, "https://example.com/hook")
     target = seed.Target(account_id, subscription.id, subscription.url, subscription.secret)
