@@ -12,12 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.devprocess import Processes, clean_env, free_port, listening, wait_until
+from tests.support.devprocess import Processes, clean_env, free_port, wait_until
 from tests.support.services import PG_URL, REDIS_URL
 
 pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def test_each_worker_takes_as_many_connections_as_it_has_threads(tmp_path):
@@ -29,7 +39,7 @@ def test_each_worker_takes_as_many_connections_as_it_has_threads(tmp_path):
                      "--worker-class", "web.server.JsonErrorWorker", "--no-control-socket",
                      "tests.support.pid_app:app"], cwd=ROOT, env=env, name="web")
     try:
-        wait_until(lambda: listening(port), 60, "gunicorn to listen")
+        wait_until(lambda: _listening(port), 60, "gunicorn to listen")
         served = _pids(port, 4)
     finally:
         processes.kill_all()

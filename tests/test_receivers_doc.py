@@ -26,7 +26,6 @@ import requests
 
 from tests.factories import make_subscription
 from tests.support import services
-from tests.support.devprocess import listening
 from tests.support.live_app import serving_app
 from tests.support.pipeline import PIPELINE_ENV, attempts_of, delivery_status, worker_fixtures
 from tests.support.stack import wait_until
@@ -118,13 +117,21 @@ def serving_node(source: str, endpoint: Endpoint, tmp_path: Path, **env: str) ->
                                stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, **env, "PORT": str(endpoint.port)})
     try:
-        wait_until(lambda: listening(endpoint.port) or process.poll() is not None,
+        wait_until(lambda: _listening(endpoint.port) or process.poll() is not None,
                    what="node listening")
         assert process.poll() is None, process.communicate()[0]
         yield
     finally:
         process.terminate()
         endpoint.printed.extend(process.communicate(timeout=10)[0].splitlines())
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def delivered(account_id: str) -> str:

@@ -27,15 +27,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def listening(port: int) -> bool:
-    """Whether something accepts connections on 127.0.0.1:``port`` now."""
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def clean_env(**extra: str) -> dict[str, str]:
     """The test process's environment without any WEBHOOKS_* or PORT, plus ``extra``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("WEBHOOKS_") and k != "PORT"}
