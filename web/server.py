@@ -27,10 +27,10 @@ import sys
 from gunicorn import util
 from gunicorn.arbiter import Arbiter
 from gunicorn.errors import AppImportError
+from gunicorn.workers.gthread import ThreadWorker
 
 from webhooks.errors import ConfigError
 
-from .accept_balance import BalancedAcceptWorker
 from .app import check_settings
 
 __all__ = ["JsonErrorWorker", "error_answer"]
@@ -96,10 +96,9 @@ class _Captured:
         return int(parts[1]), (parts[2] if len(parts) == 3 else "Error")
 
 
-class JsonErrorWorker(BalancedAcceptWorker):
+class JsonErrorWorker(ThreadWorker):
     """gunicorn's gthread worker whose own error answers are the API's JSON error shape,
-    and which stops on a malformed setting with one line, not a traceback. It accepts new
-    connections only while it has a free thread (accept_balance.py)."""
+    and which stops on a malformed setting with one line, not a traceback."""
 
     @classmethod
     def check_config(cls, cfg, log):
