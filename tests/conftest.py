@@ -14,7 +14,6 @@ os.environ["WEBHOOKS_DATABASE_URL"] = PG_URL
 os.environ["WEBHOOKS_BROKER_URL"] = REDIS_URL
 
 import pytest  # noqa: E402
-from sqlalchemy import text  # noqa: E402
 
 from tests.support import services  # noqa: E402
 from tests.support.receiver import Receiver  # noqa: E402
@@ -86,7 +85,7 @@ def _module_markers(path) -> set[str]:
 # The modules that take longest (seconds of one xdist worker, a full run on 28 November
 # 2026), run first: with `--dist loadfile --no-loadscope-reorder` the workers take the files
 # in collection order, so the long ones start at once and the short ones fill in after,
-# instead of a long file starting last while the other worker idles (xdist's own order puts
+# instead of a long file starting last while the other workers idle (xdist's own order puts
 # the files with most tests first, and these have few). A module not named keeps its place.
 LONGEST_FIRST = {
     "tests/test_benchmark_smoke.py": 121, "tests/test_soak.py": 85, "tests/test_cli.py": 85,
@@ -162,14 +161,10 @@ def sqlite_db(_sqlite_url, monkeypatch):
     and engine of each test's own cost it a new pool and a cold statement
     cache (SQLAlchemy compiles per engine), about a third of the fast tier's time.
     """
-    from webhooks.storage.backends import backend_of
     from webhooks.storage.db import get_engine
 
     _use_database(monkeypatch, _sqlite_url)
-    with get_engine(_sqlite_url).begin() as connection:
-        with backend_of(connection).audit_purge(connection):  # the audit log's guard
-            for table in TABLES.split(", "):  # children first: foreign keys are on
-                connection.execute(text(f"DELETE FROM {table}"))
+    services.empty(get_engine(_sqlite_url), TABLES)  # children first: foreign keys are on
     yield _sqlite_url
 
 

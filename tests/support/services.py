@@ -185,7 +185,8 @@ def recreate_database() -> None:
 
 def empty(engine, tables: str, tries: int = 20) -> None:
     """Delete every row of ``tables`` (a comma-separated list, children before parents);
-    again if PostgreSQL made it a deadlock's victim. What the ``db`` fixture runs.
+    again if PostgreSQL made it a deadlock's victim. What the ``db`` and ``sqlite_db``
+    fixtures run.
 
     DELETE, not TRUNCATE: a test leaves a few rows, and deleting them takes a few
     milliseconds, where TRUNCATE gives every table, index and day partition of
@@ -220,8 +221,9 @@ def _reset(engine, statements: list[str], tries: int) -> None:
     for attempt in range(1, tries + 1):
         try:
             with engine.begin() as connection:
-                # A lock left behind fails this test's set-up, not the rest of the run.
-                connection.execute(text("SET LOCAL lock_timeout = '60s'"))
+                if connection.dialect.name == "postgresql":
+                    # A lock left behind fails this test's set-up, not the rest of the run.
+                    connection.execute(text("SET LOCAL lock_timeout = '60s'"))
                 # The audit log refuses TRUNCATE and DELETE but for a purge (migration 0030).
                 with backend_of(connection).audit_purge(connection):
                     for statement in statements:
