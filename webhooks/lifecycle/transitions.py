@@ -202,9 +202,13 @@ def wait_for_slot(connection: Connection, delivery_id: str, slot: dt.datetime, *
 # ------------------------------------------------------------------ the sweep
 
 def _move_swept(session: Session, ids: list[str], values: dict, conditions, *returned):
-    """UPDATE the rows ``ids`` (re-checking ``conditions``) to ``values``; their ``returned``."""
-    return session.execute(update(deliveries).where(deliveries.c.id.in_(ids), *conditions)
+    """UPDATE the rows ``ids`` (re-checking ``conditions``) to ``values``; their ``returned``
+    (the first the id), in the order of ``ids``: RETURNING gives the order the rows lie in
+    the table, and the callers chose theirs (a release's batch oldest first)."""
+    rows = session.execute(update(deliveries).where(deliveries.c.id.in_(ids), *conditions)
                            .values(**values).returning(*returned)).all()
+    place = {delivery_id: index for index, delivery_id in enumerate(ids)}
+    return sorted(rows, key=lambda row: place[row[0]])
 
 
 def take_swept(session: Session, ids: list[str], values: dict, *conditions) -> list[tuple[str, int]]:
