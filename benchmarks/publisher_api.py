@@ -3,7 +3,7 @@
 Issue 38's figure: 8 concurrent clients emit through the publisher API
 (``POST /api/webhooks/accounts/<id>/events``, one event a request, kept-alive
 connections) to the web process as the Procfile runs it (gunicorn, 2 workers
-of 4 threads; ``--server`` names another: gunicorn's sync worker, or uWSGI),
+of 4 threads; ``--server`` names another: gunicorn's sync worker, uWSGI or granian),
 against 8 threads of this process calling ``emit_event`` directly, on the
 same database and broker. One subscription per event (no worker runs: the
 deliveries wait on the broker, which is emptied between legs).
@@ -12,8 +12,9 @@ the last one returned (both return only once the broker accepted the message,
 CONTRACT 9.1). The legs run in alternated pairs (python/http, then http/python,
 ...) because this machine is shared and loaded: compare within a pair. Prints
 each pair's rates, their ratio, the 202's latency (p50, p99) next to
-emit_event's own call time, and each leg's CPU per event (this process, whose
-threads are the clients or call emit_event, plus gunicorn's processes).
+emit_event's own call time, and each leg's CPU per event: this process (whose
+threads call emit_event, or are the HTTP clients) and, apart, the web server's
+processes.
 
 Needs PostgreSQL and Redis: WEBHOOKS_DATABASE_URL (default a database named
 ``webhooks_bench_publisher`` on 127.0.0.1, made and migrated if missing; its
@@ -55,7 +56,7 @@ def _free_port() -> int:
 
 
 # The web servers the benchmark can start; "gthread" is the Procfile's (JsonErrorWorker).
-SERVERS = ("gthread", "sync", "uwsgi")
+SERVERS = ("gthread", "sync", "uwsgi", "granian")
 
 
 def _web_command(server: str, port: int, workers: int, threads: int) -> list[str]:
@@ -70,6 +71,10 @@ def _web_command(server: str, port: int, workers: int, threads: int) -> list[str
                 "--thunder-lock", "--buffer-size", "8192", "--post-buffering", "65536",
                 "--pythonpath", str(ROOT), "--virtualenv", sys.prefix,
                 "--eval", "import web; application = web.create_app()"]
+    if server == "granian":  # measured for issue 38; its parser's refusals are not JSON
+        return [str(bin_dir / "granian"), "--interface", "wsgi", "--host", "127.0.0.1",
+                "--port", str(port), "--workers", str(workers), "--blocking-threads", str(threads),
+                "--no-ws", "--log-level", "warning", "--factory", "web:create_app"]
     common = [str(bin_dir / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", str(workers),
               "--no-control-socket"]
     if server == "sync":
@@ -151,19 +156,21 @@ def _leg(send_one, events: int) -> tuple[float, list[float]]:
     return events / elapsed, [d for per in durations for d in per]
 
 
-def _cpu_s(web_pgid: int) -> float:
-    """CPU seconds so far of this process (its client or emit_event threads, finished ones
-    included) and of gunicorn's process group (master and workers)."""
+def _own_cpu_s() -> float:
+    """CPU seconds so far of this process: its client or emit_event threads."""
     mine = os.times()
-    return mine.user + mine.system + group_cpu_s(web_pgid)
+    return mine.user + mine.system
 
 
-def _measured_leg(send_one, events: int, web_pgid: int) -> tuple[float, list[float], float]:
-    """:func:`_leg`, and the CPU it cost this machine's two sides per event (ms): a figure
-    the other sessions' load disturbs less than the rates."""
-    before = _cpu_s(web_pgid)
+def _measured_leg(send_one, events: int, web_pgid: int) -> tuple[float, list[float], float, float]:
+    """:func:`_leg`, and the CPU it cost per event (ms), apart: this process (the clients, or
+    the threads calling emit_event) and the web server's process group. CPU is a figure the
+    other sessions' load disturbs less than the rates."""
+    own_before, web_before = _own_cpu_s(), group_cpu_s(web_pgid)
     rate, durations = _leg(send_one, events)
-    return rate, durations, (_cpu_s(web_pgid) - before) / events * 1000
+    own = (_own_cpu_s() - own_before) / events * 1000
+    web = (group_cpu_s(web_pgid) - web_before) / events * 1000
+    return rate, durations, own, web
 
 
 def main(argv=None) -> int:
@@ -172,7 +179,8 @@ def main(argv=None) -> int:
     parser.add_argument("--pairs", type=int, default=3, help="alternated pairs of legs (3)")
     parser.add_argument("--server", choices=SERVERS, default="gthread",
                         help="web server: the Procfile's gunicorn gthread worker (default), "
-                             "gunicorn's sync worker, or uWSGI ($UWSGI or the venv's uwsgi)")
+                             "gunicorn's sync worker, uWSGI ($UWSGI or the venv's uwsgi), or "
+                             "granian (the venv's; pip install granian: not a dependency)")
     parser.add_argument("--web-workers", type=int, default=2, help="web processes (2)")
     parser.add_argument("--web-threads", type=int, default=4, help="threads of each (4)")
     args = parser.parse_args(argv)
@@ -220,7 +228,7 @@ def main(argv=None) -> int:
               f"web: {args.server} {args.web_workers} workers x {args.web_threads} threads; "
               f"{os.cpu_count()} CPUs, shared")
         print(f"{'pair':>4} {'order':>12} {'python ev/s':>12} {'http ev/s':>10} {'ratio':>6} "
-              f"{'py p50/p99 ms':>14} {'202 p50/p99 ms':>15} {'CPU ms/ev py/http':>18}")
+              f"{'py p50/p99 ms':>14} {'202 p50/p99 ms':>15} {'CPU ms/ev: py | clients+web':>28}")
         ratios = []
         for pair in range(args.pairs):
             order = ("python", "http") if pair % 2 == 0 else ("http", "python")
@@ -228,14 +236,14 @@ def main(argv=None) -> int:
             for name in order:
                 figures[name] = _measured_leg(legs[name], args.events, web.pid)
                 services.flush_broker(broker_url)
-            (py_rate, py_times, py_cpu), (http_rate, http_times, http_cpu) = (figures["python"],
-                                                                              figures["http"])
+            py_rate, py_times, py_cpu, _ = figures["python"]
+            http_rate, http_times, clients_cpu, web_cpu = figures["http"]
             ratios.append(http_rate / py_rate)
             print(f"{pair + 1:>4} {'/'.join(order):>12} {py_rate:>12.0f} {http_rate:>10.0f} "
                   f"{http_rate / py_rate:>6.2f} "
                   f"{percentile(py_times, 50) * 1000:>6.2f}/{percentile(py_times, 99) * 1000:<7.2f}"
                   f"{percentile(http_times, 50) * 1000:>7.2f}/{percentile(http_times, 99) * 1000:<7.2f}"
-                  f"{py_cpu:>10.2f}/{http_cpu:.2f}")
+                  f"{py_cpu:>10.2f} | {clients_cpu:.2f}+{web_cpu:.2f}")
         print(f"ratio http/python per pair: {', '.join(f'{r:.2f}' for r in ratios)}; "
               f"median {statistics.median(ratios):.2f}")
     finally:
