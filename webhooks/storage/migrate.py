@@ -22,7 +22,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError, SQLAlchemyError
 
 from webhooks.config import get_settings
-from webhooks.config.logs import redact
+from webhooks.config.redaction import redact
 from webhooks.errors import SchemaNotReady
 from webhooks.storage.db import check_sqlite_folder, get_engine, sqlite_file
 from webhooks.storage.revisions import (MIGRATIONS, database_revisions, head_revisions,
