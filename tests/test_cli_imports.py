@@ -1,7 +1,7 @@
 """What a `webhooks` command imports: what it needs, not more, so that each starts quickly (users
 and this suite run many). The guard counts the modules a command leaves imported, never time:
-Alembic (with mako and pygments) only for `db upgrade`, not for the schema check every other
-command runs first; nothing of the database for `--help`."""
+Alembic (with mako and pygments) only for a `db upgrade` that has something to do, not for
+the schema check every other command runs first; nothing of the database for `--help`."""
 
 from __future__ import annotations
 
@@ -74,6 +74,13 @@ def test_the_schema_check_before_a_command_needs_no_alembic(folder):
     account_id = json.loads(result.stdout)["id"]
     result, packages = imported_by("emit", account_id, "email.sent", "--data", data, cwd=folder)
     assert result.returncode == 0, result.stderr
+    assert packages & ALEMBIC == set()
+
+
+def test_upgrading_a_database_already_at_the_head_needs_no_alembic(folder):
+    result, packages = imported_by("db", "upgrade", cwd=folder)
+    assert result.returncode == 0, result.stderr
+    assert "the schema is already at revision" in result.stdout
     assert packages & ALEMBIC == set()
 
 

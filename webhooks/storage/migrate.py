@@ -53,15 +53,26 @@ def upgrade(url: str | None = None, revision: str = "head") -> tuple[str | None,
 
     Returns the database's revision before and after, each None when there
     is no schema, so a caller can say what was done (``webhooks db upgrade``).
+    A database already at the one head is left as Alembic would leave it, without
+    importing Alembic (``webhooks dev`` and deploys upgrade at every start).
     """
-    from alembic import command
-
-    config = alembic_config(url)
     with get_engine(url).begin() as connection:
         before = _current_revision(connection)
+        if revision == "head" and _at_the_one_head(connection):
+            return before, before
+        from alembic import command  # here, not above: see the module's docstring
+
+        config = alembic_config(url)
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
         return before, _current_revision(connection)
+
+
+def _at_the_one_head(connection) -> bool:
+    """Whether the database is at this version's head, and there is one (with two unmerged
+    heads, Alembic's upgrade to "head" refuses: let it say so)."""
+    heads = head_revisions()
+    return len(heads) == 1 and database_revisions(connection) == heads
 
 
 def _current_revision(connection) -> str | None:
