@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from tests.test_cli import folder, upgraded_data  # noqa: F401 (fixtures: an upgraded data folder)
 from webhooks.events.samples import sample_data
 
 pytestmark = pytest.mark.process
@@ -42,21 +42,11 @@ def imported_by(*args, cwd) -> tuple[subprocess.CompletedProcess, set[str]]:
     return result, set(json.loads(packages_file.read_text()))
 
 
-@pytest.fixture(scope="module")
-def upgraded_data(tmp_path_factory):
-    """A data folder `webhooks db upgrade` made, once per module; upgrading is Alembic's work,
-    so that command does import it (the probe sees what it should)."""
-    template = tmp_path_factory.mktemp("upgraded")
-    result, packages = imported_by("db", "upgrade", cwd=template)
+def test_creating_the_schema_imports_alembic(tmp_path):
+    """Creating the schema is Alembic's work: the probe sees a package a command imports."""
+    result, packages = imported_by("db", "upgrade", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert ALEMBIC <= packages
-    return template / "webhooks-data"
-
-
-@pytest.fixture
-def folder(tmp_path, upgraded_data):
-    shutil.copytree(upgraded_data, tmp_path / "webhooks-data")
-    return tmp_path
 
 
 def test_help_imports_nothing_of_the_database(tmp_path):

@@ -8,7 +8,7 @@ database says "run webhooks db upgrade" instead of failing on a missing table;
 Every such message names the database, without its password.
 
 Alembic is imported when a function needs it, not with this module: it costs
-about 0.1 s (0.7 s on a loaded machine), and ``emit_event``'s module imports this one
+about 0.1 s of a command's start on a quiet machine, more on a loaded one, and ``emit_event``'s module imports this one
 for a path that only runs when something is already wrong. The check itself needs no
 Alembic: it reads the revisions through :mod:`webhooks.storage.revisions`.
 """
