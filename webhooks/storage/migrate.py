@@ -8,9 +8,11 @@ database says "run webhooks db upgrade" instead of failing on a missing table;
 Every such message names the database, without its password.
 
 Alembic is imported when a function needs it, not with this module: it costs
-about 0.1 s of a command's start on a quiet machine, more on a loaded one, and ``emit_event``'s module imports this one
-for a path that only runs when something is already wrong. The check itself needs no
-Alembic: it reads the revisions through :mod:`webhooks.storage.revisions`.
+about 0.1 s of a command's start on a quiet machine, more on a loaded one, and
+``emit_event``'s module imports this one for a path that only runs when something is
+already wrong. The check itself needs no Alembic: it reads the revisions through
+:mod:`webhooks.storage.revisions`, and so does ``upgrade`` on a database already at
+the head.
 """
 
 from __future__ import annotations
