@@ -22,7 +22,7 @@ import time
 from sqlalchemy import create_engine, text
 
 from webhooks.config import get_settings
-from webhooks.config.logs import redact
+from webhooks.config.redaction import redact
 
 __all__ = ["usable", "PROBE_EVERY_S", "STALE_AFTER_S"]
 

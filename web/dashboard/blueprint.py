@@ -36,7 +36,7 @@ from flask_limiter import RateLimitExceeded
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from werkzeug.exceptions import HTTPException
 
-from webhooks.config.logs import mask_url_passwords
+from webhooks.config.redaction import mask_url_passwords
 from webhooks.services.audit import Actor
 from webhooks.storage.models import Account, utcnow
 

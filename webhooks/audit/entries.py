@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Mapping
 
-from webhooks.config.logs import mask_url_passwords
+from webhooks.config.redaction import mask_url_passwords
 
 __all__ = ["REDACTED", "ActorKind", "Actor", "Action", "TargetKind", "Target", "SERVICE",
            "reference", "redacted", "changes_between", "created", "subscription_fields"]

@@ -45,7 +45,7 @@ def _database_errors():
     """A database that cannot be reached or used ends the command with one line, never a traceback."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from webhooks.config.logs import redact
+    from webhooks.config.redaction import redact
 
     try:
         yield
@@ -91,7 +91,7 @@ def db() -> None:
 def db_upgrade() -> None:
     """Create or upgrade the schema (idempotent); says which it did, and the revision."""
     from webhooks.config import get_settings
-    from webhooks.config.logs import redact
+    from webhooks.config.redaction import redact
     from webhooks.storage.migrate import upgrade
 
     with _database_errors():

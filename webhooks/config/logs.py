@@ -26,11 +26,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import re
 import sys
 from typing import TextIO
 
 from webhooks.config import get_settings, tracing
+# Used below and re-exported; it lives apart so that what only masks (the CLI's messages, the
+# audit log) does not import OpenTelemetry with the log lines' trace ids.
+from webhooks.config.redaction import mask_url_passwords, redact
 
 __all__ = ["CONTEXT_FIELDS", "JsonFormatter", "RoutineToDebug", "configure_logging", "redact",
            "mask_url_passwords"]
@@ -46,30 +48,7 @@ CONTEXT_FIELDS = (
     "outcome",
 )
 
-# The whole of each: URL-safe base64 (API keys, service secrets) or standard base64 with its
-# padding (standard secrets, Ed25519 private keys: whsk_).
-_SECRETS = re.compile(r"\b(whsec_|whsk_|whk_)[A-Za-z0-9_\-+/]+=*")
-# The password runs to the *last* "@" of the authority, as urllib3 and urlsplit read it
-# ("https://u:p@ss@host/": the password is "p@ss"); the user part may hold an "@" too.
-_URL_PASSWORD = re.compile(
-    r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.\-]*://)(?P<user>[^:/?#\s]*):[^/?#\s]+@"
-)
 _HANDLER_MARK = "_webhooks_json_handler"
-
-
-def mask_url_passwords(text: str, placeholder: str = "***") -> str:
-    """``text`` with the password of every ``scheme://user:password@`` replaced by ``placeholder``.
-
-    ``https://user:s3cret@host/path`` becomes ``https://user:***@host/path``:
-    what API answers and dashboard pages show of a subscription's URL.
-    """
-    return _URL_PASSWORD.sub(lambda m: f"{m.group('scheme')}{m.group('user')}:{placeholder}@", text)
-
-
-def redact(text: str) -> str:
-    """``text`` with signing secrets, private keys, API keys and URL passwords masked."""
-    text = _SECRETS.sub(lambda m: m.group(1) + "[redacted]", text)
-    return mask_url_passwords(text, "[redacted]")
 
 
 class JsonFormatter(logging.Formatter):

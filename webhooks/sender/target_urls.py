@@ -21,7 +21,7 @@ from requests.models import PreparedRequest
 from urllib3.util import parse_url
 
 from webhooks.config import get_settings
-from webhooks.config.logs import mask_url_passwords
+from webhooks.config.redaction import mask_url_passwords
 from webhooks.sender.netguard import is_public_address
 
 __all__ = ["MAX_URL_LENGTH", "url_problem", "as_sent", "target_refusal", "shown_url",

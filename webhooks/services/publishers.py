@@ -30,8 +30,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from limits.storage import Storage, storage_from_string
 from sqlalchemy.orm import Session
 
 from webhooks.config import get_settings
@@ -39,6 +39,9 @@ from webhooks.storage.db import get_autocommit_engine
 from webhooks.storage.models import Publisher, utcnow
 from webhooks.tenants import publishers as keys
 from webhooks.tenants.publishers import PUBLISHER_KEY_PREFIX
+
+if TYPE_CHECKING:
+    from limits.storage import Storage
 
 __all__ = ["PUBLISHER_KEY_PREFIX", "CACHE_SECONDS", "CHANNEL", "TOUCH_INTERVAL", "create", "listing",
            "revoke", "tell_web_processes", "verified_publisher_id", "forget_verified",
@@ -94,6 +97,10 @@ def _shared_storage() -> Storage | None:
     url = get_settings().rate_limit_storage_url
     if url.startswith("memory"):
         return None
+    # Imported here, not with the module: `webhooks publishers create` and `list` need no
+    # shared storage, and limits costs about 10 ms of each command's start.
+    from limits.storage import storage_from_string
+
     with _storage_lock:
         if url not in _storage:
             _storage[url] = storage_from_string(
