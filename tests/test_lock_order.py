@@ -35,7 +35,7 @@ from webhooks.lifecycle.record import record, record_many
 from webhooks.sender.post import AttemptResult
 from webhooks.services import attempt as attempt_module
 from webhooks.storage import rollup
-from webhooks.storage.conflicts import rolled_back_by_conflict
+from webhooks.storage.conflicts import CONFLICT_TRIES, rolled_back_by_conflict
 from webhooks.storage.db import attempt_transaction, get_attempt_engine, session_scope
 from webhooks.storage.models import Attempt, AttemptHour, AttemptTotal, Delivery, utcnow
 
@@ -374,11 +374,27 @@ def test_a_swept_move_still_returns_its_rows_in_the_order_of_the_ids(db, publish
     assert [d for d, _ in rows] == wanted
 
 
-def test_a_conflicts_victim_is_told_by_its_sqlstate(db):
-    """rolled_back_by_conflict reads PostgreSQL's own verdict (40P01), not the message."""
-    engine = create_engine(db, poolclass=NullPool)
-    with engine.connect() as connection:
-        with pytest.raises(OperationalError) as raised:
-            connection.execute(text("DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '40P01'; END $$"))
-    assert rolled_back_by_conflict(raised.value)
-    engine.dispose()
+@pytest.mark.parametrize("sqlstate", ["40P01", "40001"])
+def test_a_transaction_rolled_back_by_a_conflict_runs_again_three_times_at_most(db, sqlstate):
+    """The attempt path's transactions run again while PostgreSQL says (by SQLSTATE, not
+    by message) that it rolled them back as a deadlock's victim or a serialization
+    failure: one that gets through on its third run returns its answer; one that does
+    not raises the third error, and the record then becomes an internal error."""
+    runs = []
+
+    def conflicted(times):
+        def work(connection):
+            runs.append(sqlstate)
+            if len(runs) <= times:
+                connection.exec_driver_sql(
+                    f"DO $$ BEGIN RAISE EXCEPTION USING ERRCODE = '{sqlstate}'; END $$")
+            return "answered"
+        return work
+
+    assert attempt_module._in_transaction(get_attempt_engine(), conflicted(2), "testing") \
+        == "answered"
+    assert len(runs) == CONFLICT_TRIES == 3
+    runs.clear()
+    with pytest.raises(OperationalError) as raised:
+        attempt_module._in_transaction(get_attempt_engine(), conflicted(3), "testing")
+    assert len(runs) == CONFLICT_TRIES and rolled_back_by_conflict(raised.value)
