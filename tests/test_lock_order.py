@@ -28,7 +28,7 @@ from tests.factories import make_account, make_subscription
 from tests.support.threads import started_thread, wait_for
 from webhooks.emit import emit_event
 from webhooks.events.samples import sample_data
-from webhooks.lifecycle import transitions
+from webhooks.lifecycle import adaptive_pace, transitions
 from webhooks.lifecycle.claim import Caps, claim_many
 from webhooks.lifecycle.policy import Rules, next_step
 from webhooks.lifecycle.record import record, record_many
@@ -37,7 +37,8 @@ from webhooks.services import attempt as attempt_module
 from webhooks.storage import rollup
 from webhooks.storage.conflicts import CONFLICT_TRIES, rolled_back_by_conflict
 from webhooks.storage.db import attempt_transaction, get_attempt_engine, session_scope
-from webhooks.storage.models import Attempt, AttemptHour, AttemptTotal, Delivery, utcnow
+from webhooks.storage.models import (Attempt, AttemptHour, AttemptTotal, Delivery, Subscription,
+                                     utcnow)
 
 pytestmark = pytest.mark.database
 
@@ -224,6 +225,76 @@ def test_records_that_share_a_shard_never_deadlock_on_the_rollups(db, one_shard,
     assert sorted(hours) == [(s, per_subscription) for s in counted]
     assert sorted(totals) == [(bucket, 2 * RECORD_ROUNDS, 2 * RECORD_ROUNDS * ms)
                               for bucket, ms in enumerate(DURATIONS)]
+
+
+def _committed(connection, work):
+    """``work()`` on an autocommit connection, then COMMIT (or ROLLBACK if it raised) the
+    transaction it opened, as db.attempt_transaction ends a record's."""
+    def run():
+        try:
+            work()
+        except BaseException:
+            connection.exec_driver_sql("ROLLBACK")
+            raise
+        connection.exec_driver_sql("COMMIT")
+    return run
+
+
+def test_a_paced_success_never_deadlocks_with_a_record_that_resets_the_counter(
+        db, one_shard, published):
+    """Two successes of one subscription whose adaptive limit was lowered, sharing a shard.
+    The first's statement found no failure to forget, so it did not lock the subscription's
+    row, and waits for its rollup row (held by a third transaction); a failure is counted
+    meanwhile, so the second's statement locks the row to reset the counter, then waits for
+    the same rollup row. Released, the first took it, then wanted the subscription's row to
+    raise the limit, which the second held: a deadlock in every round. Now a record that
+    moves the limit locks the subscription's row first, before any rollup row."""
+    account_id, _ = make_account("paced")
+    subscription_id = make_subscription(account_id, "https://example.com/paced").id
+    pace = adaptive_pace.Pace(enabled=True, service_cap=100)
+    pids = [c.scalar(text("SELECT pg_backend_pid()")) for c in one_shard]
+    shard = pids[0] % rollup.SHARDS
+    hour = rollup.floor_hour(utcnow())
+    with session_scope() as session:  # the rows the blocker holds
+        session.add_all(AttemptHour(subscription_id=subscription_id, hour_start=start,
+                                    outcome="success", shard=shard, account_id=account_id,
+                                    attempts=0)
+                        for start in (hour, hour + dt.timedelta(hours=1)))
+    blocker_engine = create_engine(db, poolclass=NullPool)
+    deadlocks = 0
+    for _ in range(RECORD_ROUNDS):
+        with session_scope() as session:
+            session.execute(update(Subscription).where(Subscription.id == subscription_id)
+                            .values(consecutive_failures=0, max_in_flight=100, in_flight_limit=50))
+        ids = [emit_event(account_id, "email.sent", sample_data("email.sent")).delivery_ids[0]
+               for _ in range(2)]
+        with attempt_transaction(get_attempt_engine()) as connection:
+            claims = claim_many(connection, [(d, 0, Caps(0, 0, 0)) for d in ids], utcnow())
+        assert all(c is not None and c.in_flight_limit == 50 for c in claims)
+        errors: list = []
+        with contextlib.ExitStack() as held:
+            blocker = held.enter_context(blocker_engine.begin())
+            blocker.execute(select(AttemptHour.shard).where(
+                AttemptHour.subscription_id == subscription_id).with_for_update())
+            threads = [started_thread(lambda: errors.append(_error_of(_committed(
+                one_shard[0], lambda: record(one_shard[0], **_success(claims[0], 5), pace=pace)))))]
+            wait_for(lambda: _waiting(pids[:1]) == 1, "the first record waiting")
+            with session_scope() as session:  # a failure counted, unless the row is held
+                session.execute(text(
+                    "UPDATE subscriptions SET consecutive_failures = 1 WHERE id IN (SELECT id "
+                    "FROM subscriptions WHERE id = :s FOR NO KEY UPDATE SKIP LOCKED)"),
+                    {"s": subscription_id})
+            threads.append(started_thread(lambda: errors.append(_error_of(_committed(
+                one_shard[1], lambda: record(one_shard[1], **_success(claims[1], 5), pace=pace))))))
+            wait_for(lambda: _waiting(pids) == 2, "both records waiting")
+        for thread in threads:
+            thread.join(30)
+        deadlocks += _deadlocks(errors)
+    blocker_engine.dispose()
+    assert deadlocks == 0, f"{deadlocks} of {RECORD_ROUNDS} rounds deadlocked"
+    with session_scope() as session:
+        assert set(session.scalars(select(Delivery.status))) == {"done"}
+        assert session.scalar(select(func.sum(AttemptHour.attempts))) == 2 * RECORD_ROUNDS
 
 
 # ------------------------------------------------------------------ a conflict's victim
