@@ -7,7 +7,9 @@ orders of their own plans. Each is reproduced here on PostgreSQL with two
 connections that go on at the same moment: the records behind a third
 transaction that both wait for (without the fix: a deadlock in each of the
 ``RECORD_ROUNDS`` rounds, in both forms), the sweeps behind a barrier (without
-the fix: a deadlock in 15 to 20 of the ``ROUNDS`` rounds, in five runs). And a
+the fix: a deadlock in 15 to 20 of the ``ROUNDS`` rounds, in five runs). A
+record that moves its subscription's adaptive limit locked the subscription's
+row after its rollups' rows (a deadlock in each round without the fix). And a
 record made a deadlock's victim anyway runs again instead of becoming a failed
 attempt (without the fix: recorded as an internal error, the delivery pending).
 """
@@ -43,8 +45,8 @@ from webhooks.storage.models import (Attempt, AttemptHour, AttemptTotal, Deliver
 pytestmark = pytest.mark.database
 
 RULES = Rules((60, 300), countdown_limit=300, pause_after=25)
-ROUNDS = 20  # of the overlapping sweeps
-RECORD_ROUNDS = 5
+ROUNDS = 20  # of the overlapping sweeps (each has two threads meet at a barrier)
+RECORD_ROUNDS = 5  # of the records (a held row makes each round deadlock without the fix)
 # One duration in each bucket of the histogram, bucket 0 first: one row of attempt_totals each.
 DURATIONS = [*rollup.DURATION_BUCKETS_MS, rollup.DURATION_BUCKETS_MS[-1] + 1]
 SUBSCRIPTIONS = len(DURATIONS)
@@ -77,6 +79,7 @@ def _error_of(work) -> Exception | None:
 
 
 def _deadlocks(errors) -> int:
+    """How many of ``errors`` are conflicts' victims; fails on any other error."""
     unexpected = [e for e in errors if e is not None and not rolled_back_by_conflict(e)]
     assert not unexpected, unexpected
     return sum(e is not None for e in errors)
