@@ -78,6 +78,18 @@ def _error_of(work) -> Exception | None:
     return None
 
 
+def _started(errors: list, work) -> threading.Thread:
+    """A thread running ``work``, which adds what it raised (None if nothing) to ``errors``."""
+    return started_thread(lambda: errors.append(_error_of(work)))
+
+
+def _joined(threads, errors) -> int:
+    """Wait for ``threads``; how many of their ``errors`` are conflicts' victims."""
+    for thread in threads:
+        thread.join(30)
+    return _deadlocks(errors)
+
+
 def _deadlocks(errors) -> int:
     """How many of ``errors`` are conflicts' victims; fails on any other error."""
     unexpected = [e for e in errors if e is not None and not rolled_back_by_conflict(e)]
@@ -204,13 +216,11 @@ def test_records_that_share_a_shard_never_deadlock_on_the_rollups(db, one_shard,
         rising, falling = _claimed_round(account_id, [ours, theirs])
         errors: list = []
         with _blocking_the_middle_bucket(blocker_engine, shard):
-            threads = [started_thread(lambda w=w: errors.append(_error_of(w))) for w in (
+            threads = [_started(errors, work) for work in (
                 _records_batch(first, [_success(c, ms) for c, ms in zip(rising, DURATIONS)]),
                 other(second, [_success(c, ms) for c, ms in zip(falling, reversed(DURATIONS))]))]
             wait_for(lambda: _waiting(pids) == 2, "both waiting")
-        for thread in threads:
-            thread.join(30)
-        deadlocks += _deadlocks(errors)
+        deadlocks += _joined(threads, errors)
     blocker_engine.dispose()
     assert deadlocks == 0, f"{deadlocks} of {RECORD_ROUNDS} rounds deadlocked"
     counted = sorted({*ours[1], *theirs[1]})
@@ -279,20 +289,18 @@ def test_a_paced_success_never_deadlocks_with_a_record_that_resets_the_counter(
             blocker = held.enter_context(blocker_engine.begin())
             blocker.execute(select(AttemptHour.shard).where(
                 AttemptHour.subscription_id == subscription_id).with_for_update())
-            threads = [started_thread(lambda: errors.append(_error_of(_committed(
-                one_shard[0], lambda: record(one_shard[0], **_success(claims[0], 5), pace=pace)))))]
+            threads = [_started(errors, _committed(
+                one_shard[0], lambda: record(one_shard[0], **_success(claims[0], 5), pace=pace)))]
             wait_for(lambda: _waiting(pids[:1]) == 1, "the first record waiting")
             with session_scope() as session:  # a failure counted, unless the row is held
                 session.execute(text(
                     "UPDATE subscriptions SET consecutive_failures = 1 WHERE id IN (SELECT id "
                     "FROM subscriptions WHERE id = :s FOR NO KEY UPDATE SKIP LOCKED)"),
                     {"s": subscription_id})
-            threads.append(started_thread(lambda: errors.append(_error_of(_committed(
-                one_shard[1], lambda: record(one_shard[1], **_success(claims[1], 5), pace=pace))))))
+            threads.append(_started(errors, _committed(
+                one_shard[1], lambda: record(one_shard[1], **_success(claims[1], 5), pace=pace))))
             wait_for(lambda: _waiting(pids) == 2, "both records waiting")
-        for thread in threads:
-            thread.join(30)
-        deadlocks += _deadlocks(errors)
+        deadlocks += _joined(threads, errors)
     blocker_engine.dispose()
     assert deadlocks == 0, f"{deadlocks} of {RECORD_ROUNDS} rounds deadlocked"
     with session_scope() as session:
