@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import Integer, String, and_, bindparam, case, func, null, update
+from sqlalchemy import Integer, String, and_, bindparam, case, func, null, select, update
 from sqlalchemy.engine import Connection
 
 from webhooks.lifecycle import pace_rate
@@ -142,17 +142,31 @@ _RAISE = (update(subscriptions)
                   pace_successes=case((_RUN_ENDS, 0), else_=subscriptions.c.pace_successes + 1)))
 
 
+# FOR NO KEY UPDATE, the lock the limit's UPDATE takes (SQLite, one writer, has no such
+# clause: SQLAlchemy leaves it out there).
+_LOCK = select(subscriptions.c.id).where(subscriptions.c.id == _SUB).with_for_update(key_share=True)
+
+
 def needs_transaction(claim, success: bool, enabled: bool) -> bool:
     """True when recording a successful attempt will also move the limit (it was lowered):
     the record then runs in a transaction, which a success alone does not open."""
     return enabled and success and claim.in_flight_limit is not None
 
 
-def open_transaction(connection: Connection) -> None:
+def open_transaction(connection: Connection, subscription_id: str) -> None:
     """BEGIN on an autocommit connection that is in none (the attempt engine, PostgreSQL),
-    so that the record and the limit's move commit together (db.attempt_transaction ends it)."""
+    so that the record and the limit's move commit together (db.attempt_transaction ends it);
+    then lock the subscription's row, before the record's statement.
+
+    The limit's move writes that row after the record's statement, which has locked its
+    rollups' rows, the last every record takes (storage/rollup.py); another record of
+    the subscription that resets its failure counter holds the row before its own
+    rollups' rows. Locked only after, the row closed a cycle between the two when both
+    count in one shard: each waited for the other's row. Locked first, it is taken
+    before the rollups' rows, as that record takes it."""
     if in_autocommit(connection) and not in_transaction_block(connection):
         connection.exec_driver_sql("BEGIN")
+    connection.execute(_LOCK, {"pace_sub": subscription_id})
 
 
 def after_attempt(connection: Connection, claim, *, status_code: int | None, error_kind,

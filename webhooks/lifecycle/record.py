@@ -161,7 +161,8 @@ def record(connection: Connection, claim: Claim, *, step: policy.Step, rules: po
     pacing_on = pace is not None and pace.enabled
     success = step.outcome is policy.Outcome.SUCCESS
     if adaptive_pace.needs_transaction(claim, success, pacing_on):
-        adaptive_pace.open_transaction(connection)  # a success alone commits on its own
+        # A success alone commits on its own; this one moves the limit after its record.
+        adaptive_pace.open_transaction(connection, claim.subscription_id)
     # PostgreSQL: the steps in one prepared statement; SQLite: one by one. A keyed
     # delivery that finished releases the next of its key among them (ordering.py).
     moved = backend_of(connection).record(connection, params, step.is_failure, STATEMENTS)

@@ -48,6 +48,7 @@ from sqlalchemy.orm import Session
 
 from webhooks import states
 from webhooks.states import DeliveryStatus
+from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Delivery, UTCDateTime
 
 __all__ = [
@@ -202,10 +203,20 @@ def wait_for_slot(connection: Connection, delivery_id: str, slot: dt.datetime, *
 # ------------------------------------------------------------------ the sweep
 
 def _move_swept(session: Session, ids: list[str], values: dict, conditions, *returned):
-    """UPDATE the rows ``ids`` (re-checking ``conditions``) to ``values``; their ``returned``
-    (the first the id), in the order of ``ids``: RETURNING gives the order the rows lie in
-    the table, and the callers chose theirs (a release's batch oldest first)."""
-    rows = session.execute(update(deliveries).where(deliveries.c.id.in_(ids), *conditions)
+    """UPDATE the rows ``ids`` (re-checking ``conditions``) to ``values``, but for those
+    another transaction holds; their ``returned`` (the first the id), in the order of
+    ``ids``: RETURNING gives the order the rows lie in the table, and the callers chose
+    theirs (a release's batch oldest first).
+
+    A row another transaction holds is skipped (FOR UPDATE SKIP LOCKED, on PostgreSQL),
+    never waited for: that one is moving it (a sweep that overlaps this one, taking back
+    the same claims; a record; a claim), and what it leaves to do the next sweep finds.
+    Waiting, two overlapping sweeps deadlocked: each locked the rows in the order its
+    own plan found them (by the primary key, or as they lie in the table), and each
+    waited for one the other held (docs/reliability.md)."""
+    free = backend_of(session).skip_locked(
+        select(deliveries.c.id).where(deliveries.c.id.in_(ids), *conditions))
+    rows = session.execute(update(deliveries).where(deliveries.c.id.in_(free), *conditions)
                            .values(**values).returning(*returned)).all()
     place = {delivery_id: index for index, delivery_id in enumerate(ids)}
     return sorted(rows, key=lambda row: place[row[0]])

@@ -34,6 +34,7 @@ from webhooks.sender.post import (LOCATION_LIMIT, AttemptResult, HttpSender, Rec
                                   Sender)
 from webhooks.signing import key_id, public_key_of, sign, standard_headers
 from webhooks.storage import clock
+from webhooks.storage.conflicts import CONFLICT_TRIES, rolled_back_by_conflict
 from webhooks.storage.db import attempt_transaction, get_attempt_engine
 from webhooks.storage.receiver_text import storable_text
 from webhooks.tenants import custom_headers
@@ -231,24 +232,35 @@ def _hold_to_slot(held: pacing.Held) -> Claim:
 
 
 def _in_transaction(engine, work, doing: str):
-    """``work(connection)`` in a transaction; once more on a fresh connection if it was dropped.
+    """``work(connection)`` in a transaction; once more on a fresh connection if it was
+    dropped, and again (up to conflicts.CONFLICT_TRIES runs) while PostgreSQL rolls it
+    back as a deadlock's victim or a serialization failure.
 
     Safe to repeat for both steps of an attempt. The record is conditional on
     the claim (status sending, this attempt count), so it applies at most
     once; without the retry, a database restart between POST and record costs
     a duplicate attempt. A claim whose commit reached the database before the
     connection dropped finds itself already claimed the second time and sends
-    nothing; the sweep takes that claim back after WEBHOOKS_RECOVER_AFTER.
+    nothing; the sweep takes that claim back after WEBHOOKS_RECOVER_AFTER. A
+    conflict's victim was rolled back whole: its next run starts from nothing
+    applied (a record that gave up on it used to become an internal error, and
+    the receiver got a 2xx-answered attempt again).
     """
-    for try_number in (1, 2):
+    dropped = rolled_back = 0
+    while True:
         try:
             with attempt_transaction(engine) as connection:
                 return work(connection)
         except OperationalError as exc:
-            if try_number == 2 or not exc.connection_invalidated:
+            if exc.connection_invalidated and dropped == 0:
+                dropped += 1
+                log.warning("database connection lost while %s; retrying once", doing)
+            elif rolled_back_by_conflict(exc) and rolled_back < CONFLICT_TRIES - 1:
+                rolled_back += 1
+                log.warning("PostgreSQL rolled back the transaction of %s (%s); running it again",
+                            doing, exc.orig.pgcode)
+            else:
                 raise
-            log.warning("database connection lost while %s; retrying once", doing)
-    return None
 
 
 def _send(sender: Sender, claim: Claim, settings: Settings) -> AttemptResult:
@@ -287,7 +299,9 @@ def _record_or_internal_error(engine, claim, result, started_at, settings):
 
     A record that lost its connection (twice: _in_transaction retries once) is tried
     again as it was, not as an internal error: the attempt's answer is known, and a
-    false failure would send the receiver the delivery again."""
+    false failure would send the receiver the delivery again. For the same reason a
+    record rolled back as a deadlock's victim or a serialization failure never gets here
+    until it has been one conflicts.CONFLICT_TRIES times (_in_transaction runs it again)."""
     try:
         return _record(engine, claim, result, started_at, settings)
     except OperationalError as exc:

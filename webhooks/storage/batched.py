@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from sqlalchemy import column, select, table
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ClauseElement
+from sqlalchemy.sql.expression import CTE, TableClause
 
 from webhooks.storage.db import in_autocommit, in_transaction_block
 from webhooks.storage.prepared import (_PARAMETER, _POSTGRESQL, aware, bind_value, compile_core,
@@ -56,10 +58,15 @@ class BatchedStatement:
     """``body`` as a temporary function, called once per item of a batch in one statement."""
 
     def __init__(self, label: str, body: Body, *, prologue: ClauseElement | None = None,
+                 after: Callable[[TableClause], Sequence[CTE]] | None = None,
                  timestamp_columns: Sequence[str] = ()):
         """``prologue``: one statement run before the calls, in the same round trip and
         transaction, with the batch's arrays as parameters (``:name`` is the list of
-        every item's ``name``): the claims' account turns, taken in one order."""
+        every item's ``name``): the claims' account turns, taken in one order.
+        ``after``: data-modifying CTEs of the batch's statement, run once every call has
+        returned, made of ``calls``, a table of one row per item (its parameters by name,
+        its answer's columns as ``o_<name>``): the records' counts in the rollups,
+        taken together in one order."""
         compiled = [compile_core(s) for s in (body.main, *body.otherwise)]
         self._types: dict[str, str] = {}
         for _, types in compiled:
@@ -87,9 +94,28 @@ class BatchedStatement:
             self._prologue, self._prologue_order = _with_arrays(*compile_core(prologue))
         arrays = ", ".join(f"%s::{self._types[name]}[]" for name in self._order)
         inputs = ", ".join(f"p{i}" for i in range(1, len(self._order) + 1))
-        self._call = (f"SELECT r.* FROM unnest({arrays}) WITH ORDINALITY AS u({inputs}, i) "
-                      f"CROSS JOIN LATERAL pg_temp.{self.function}({inputs}) AS r ORDER BY u.i")
+        calls = (f"unnest({arrays}) WITH ORDINALITY AS u({inputs}, i) "
+                 f"CROSS JOIN LATERAL pg_temp.{self.function}({inputs}) AS r")
+        self._call = (f"SELECT r.* FROM {calls} ORDER BY u.i" if after is None
+                      else self._then(calls, after))
         self._timestamps = frozenset(timestamp_columns)
+
+    def _then(self, calls: str, after: Callable[[TableClause], Sequence[CTE]]) -> str:
+        """The batch's statement with ``after``'s CTEs: the calls' rows kept as the CTE
+        ``calls`` (MATERIALIZED: every call runs once, and all of them before any CTE
+        that reads their rows), then those CTEs, then the calls' rows in order."""
+        names = [*self._order, *(f"o_{name}" for name in self._columns)]
+        if len(set(names)) < len(names) or "i" in names:
+            raise ValueError(f"{self.function}: a parameter and a column share a name")
+        table_of_calls = table("calls", column("i"), *(column(name) for name in names))
+        answers = [table_of_calls.c[f"o_{name}"] for name in self._columns]
+        tail, parameters = compile_core(
+            select(*answers).order_by(table_of_calls.c.i).add_cte(*after(table_of_calls)))
+        if parameters or not tail.startswith("WITH "):
+            raise ValueError(f"{self.function}: after's CTEs read the calls alone")
+        inputs = ", ".join(f'u.p{k} AS "{name}"' for k, name in enumerate(self._order, 1))
+        return (f"WITH calls AS MATERIALIZED (SELECT u.i, {inputs}, r.* FROM {calls}), "
+                + tail[len("WITH "):].replace("%", "%%"))
 
     def run(self, connection: Connection, items: Sequence[Mapping[str, Any]]) -> list[tuple]:
         """Run the body once per item, in order, in one round trip; each item's row (None

@@ -51,33 +51,51 @@ totals = AttemptTotal.__table__
 
 
 
-def count_in_statement(moved, *, subscription_id, started_at, outcome, duration_ms):
-    """The two counts as data-modifying CTEs of record.py's one statement (PostgreSQL).
+def count_in_statement(counted):
+    """The two counts as data-modifying CTEs of a record's statement (PostgreSQL).
 
-    They read ``moved`` (the delivery row the record moved, with its
-    account_id), so nothing is counted when the record was not ours; each
-    connection counts in its own shard. They return no rows: the caller
-    attaches them to its statement (``add_cte``), and PostgreSQL runs them
-    to completion whether or not anything reads them.
+    ``counted`` is a selectable with the columns ``subscription_id``,
+    ``started_at``, ``outcome``, ``duration_ms`` and ``account_id``, one row per
+    attempt to count: a record's one row, read from the delivery row it moved
+    (so nothing is counted when the record was not ours), or a batch's rows of
+    the records that moved theirs (storage/backends/postgresql.py). Each
+    connection counts in its own shard. They return no rows the caller reads: it
+    attaches them to its statement (``add_cte``), and PostgreSQL runs them to
+    completion whether or not anything reads them.
+
+    The rows are locked in one order by every record, so that two never wait for
+    each other (two batches, or a batch and a single record, whose backends' pids
+    share a shard deadlocked, docs/reliability.md): each table's rows are
+    grouped by their key (one upsert may not touch a row twice) and upserted in
+    the order of that key, which PostgreSQL follows (an INSERT … SELECT … ORDER
+    BY checks and locks its conflicting rows in the order they come); and every
+    row of ``attempt_hours`` before any of ``attempt_totals``: the totals' rows
+    are selected only once the hours' upsert has returned all of its own.
     """
     from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+    c = counted.c
     shard = func.mod(func.pg_backend_pid(), SHARDS)
-    hour_rows = select(subscription_id, func.date_trunc("hour", started_at), outcome, shard,
-                       moved.c.account_id, literal(1)).select_from(moved)
+    hour = func.date_trunc("hour", c.started_at)
+    hour_rows = (select(c.subscription_id, hour, c.outcome, shard, c.account_id, func.count())
+                 .group_by(c.subscription_id, hour, c.outcome, c.account_id)
+                 .order_by(c.subscription_id, hour, c.outcome))
     by_hour = pg_insert(hours).from_select(
         ["subscription_id", "hour_start", "outcome", "shard", "account_id", "attempts"], hour_rows)
     by_hour = by_hour.on_conflict_do_update(
         index_elements=["subscription_id", "hour_start", "outcome", "shard"],
-        set_={"attempts": hours.c.attempts + 1},
-    ).cte("hour_counted")
-    total_rows = select(outcome, _bucket_expression(duration_ms), shard, literal(1),
-                        duration_ms).select_from(moved)
+        set_={"attempts": hours.c.attempts + by_hour.excluded.attempts},
+    ).returning(hours.c.shard).cte("hour_counted")
+    hours_done = select(func.count()).select_from(by_hour).scalar_subquery() > 0
+    bucket = _bucket_expression(c.duration_ms)
+    total_rows = (select(c.outcome, bucket, shard, func.count(), func.sum(c.duration_ms))
+                  .where(hours_done)
+                  .group_by(c.outcome, bucket).order_by(c.outcome, bucket))
     by_total = pg_insert(totals).from_select(
         ["outcome", "duration_bucket", "shard", "attempts", "duration_ms"], total_rows)
     by_total = by_total.on_conflict_do_update(
         index_elements=["outcome", "duration_bucket", "shard"],
-        set_={"attempts": totals.c.attempts + 1,
+        set_={"attempts": totals.c.attempts + by_total.excluded.attempts,
               "duration_ms": totals.c.duration_ms + by_total.excluded.duration_ms},
     ).cte("total_counted")
     return by_hour, by_total

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, case, null, select, update
 from sqlalchemy.sql import ColumnElement
 
+from webhooks.storage.backends import backend_of
 from webhooks.storage.models import Subscription
 from webhooks.tenants.schemes import new_secret
 
@@ -149,6 +150,9 @@ def settle_due(session, now: dt.datetime, batch: int) -> list[Settled]:
 
     Nothing depends on when this runs: readers compute the swap themselves. Of two
     sweeps that see one swap due, only the one whose UPDATE changes the row returns it.
+    A row another transaction holds is left for the next sweep (SKIP LOCKED, on
+    PostgreSQL): waiting, two overlapping sweeps could lock the same rows in different
+    orders and deadlock, as their swept moves did (transitions._move_swept).
     """
     due = session.execute(
         select(Subscription.id, Subscription.account_id, Subscription.next_secret_active_at)
@@ -156,9 +160,12 @@ def settle_due(session, now: dt.datetime, batch: int) -> list[Settled]:
     ).all()
     if not due:
         return []
+    free = backend_of(session).skip_locked(
+        select(Subscription.id)
+        .where(Subscription.id.in_([row.id for row in due]), _due(_subscriptions, now)))
     swapped = set(session.scalars(
         update(Subscription)
-        .where(Subscription.id.in_([row.id for row in due]), _due(_subscriptions, now))
+        .where(Subscription.id.in_(free), _due(_subscriptions, now))
         .values(secret=Subscription.next_secret, next_secret=None, next_secret_active_at=None)
         .returning(Subscription.id)
         .execution_options(synchronize_session=False)

@@ -95,21 +95,47 @@ class _Records:
 
 def _records_statement(statements: RecordStatements) -> BatchedStatement:
     """Records of a batch of successful attempts (group commit): each one's statement as
-    it runs alone (record_success), in order."""
+    it runs alone (record_success), in order, but for its counts in the rollups, which
+    come after them all, together (:func:`_count_batch`)."""
     id_type = statements.deliveries.c.id.type
     returns = [("moved", Integer()), ("failures", Integer()),
                ("released_id", id_type), ("released_count", Integer()),
-               ("successor_id", id_type), ("successor_count", Integer())]
+               ("successor_id", id_type), ("successor_count", Integer()),
+               ("account_id", id_type)]
     return BatchedStatement(
-        "records", Body(main=_record_statement(statements, statements.count_success),
-                        returns=returns))
+        "records", Body(main=_record_statement(statements, statements.count_success,
+                                               batched=True),
+                        returns=returns),
+        after=lambda calls: _count_batch(statements, calls))
 
 
-def _record_statement(statements: RecordStatements, count):
+def _count_batch(statements: RecordStatements, calls) -> tuple:
+    """The rollups' counts of a batch's records that moved their delivery, as CTEs read
+    from ``calls`` (the batch's items and rows, batched.py): after every record, each
+    row taken once and in the one order every record takes them (rollup.py). Counted in
+    each item's own statement, they were taken item by item, in the items' order, which
+    is not the rows' order: two batches whose backends share a shard deadlocked."""
+    return statements.count_in_statement(_to_count(
+        calls, calls.c.sub_id, calls.c.t_started, calls.c.result, calls.c.t_duration,
+        calls.c.o_account_id, calls.c.o_moved > 0))
+
+
+def _to_count(source, subscription_id, started_at, outcome, duration_ms, account_id, *where):
+    """The attempts the rollups count (rollup.count_in_statement), one row each, from
+    ``source``'s rows that pass ``where``."""
+    return (select(subscription_id.label("subscription_id"), started_at.label("started_at"),
+                   outcome.label("outcome"), duration_ms.label("duration_ms"),
+                   account_id.label("account_id"))
+            .select_from(source).where(*where).subquery("to_count"))
+
+
+def _record_statement(statements: RecordStatements, count, *, batched: bool = False):
     """The record's steps as data-modifying CTEs; each later one only if the move
     happened. The sixth, for a keyed delivery (``okey`` not null) that finished, releases
     the next delivery of its key if that waits behind it (ordering.release_successor's
-    statement); for any other, a one-time filter skips it.
+    statement); for any other, a one-time filter skips it. ``batched``: without the
+    counts in the rollups (a batch counts its records after them all), and returning the
+    moved delivery's account for them.
 
     PostgreSQL runs every data-modifying CTE to completion whether or not the
     final SELECT reads it, so that SELECT reads only what the caller uses
@@ -130,10 +156,7 @@ def _record_statement(statements: RecordStatements, count):
     counted = (count.where(ours).returning(s.subscriptions.c.consecutive_failures)
                .cte("counted"))
     released = s.release(True).where(ours).cte("released")
-    hour_counted, total_counted = s.count_in_statement(
-        moved, subscription_id=s.subscription_id, started_at=s.attempt_values["started_at"],
-        outcome=s.attempt_values["outcome"], duration_ms=s.attempt_values["duration_ms"])
-    return select(
+    columns = [
         select(func.count()).select_from(moved).scalar_subquery().label("moved"),
         select(counted.c.consecutive_failures).scalar_subquery().label("failures"),
         select(released.c.id).scalar_subquery().label("released_id"),
@@ -143,7 +166,14 @@ def _record_statement(statements: RecordStatements, count):
         .scalar_subquery().label("successor_id"),
         select(successor.c.attempt_count).where(successor.c.parked == false())
         .scalar_subquery().label("successor_count"),
-    ).add_cte(recorded, hour_counted, total_counted)
+    ]
+    if batched:
+        account = select(moved.c.account_id).scalar_subquery().label("account_id")
+        return select(*columns, account).add_cte(recorded)
+    values = s.attempt_values
+    to_count = _to_count(moved, s.subscription_id, values["started_at"], values["outcome"],
+                         values["duration_ms"], moved.c.account_id)
+    return select(*columns).add_cte(recorded, *s.count_in_statement(to_count))
 
 
 def _released(released_id, released_count, successor_id, successor_count) -> list:
@@ -196,7 +226,7 @@ class PostgreSQLBackend(Backend):
         order = sorted(range(len(items)), key=lambda i: (items[i]["sub_id"], items[i]["d_id"]))
         rows = self._records.of(statements).batch.run(connection, [items[i] for i in order])
         answers: list = [None] * len(items)
-        for i, (moved, _, *released) in zip(order, rows):
+        for i, (moved, _, *released, _account) in zip(order, rows):
             if moved:
                 answers[i] = _released(*released)
         return answers
