@@ -218,7 +218,7 @@ def test_a_delivery_page_reads_attempts_from_its_creation_on(pg_days):
 
 def test_the_error_kind_filter_probes_each_delivery_from_its_creation_on(pg_days):
     """The correlated exists() prunes per outer delivery, while the executor runs."""
-    account_id, newer, older = _two_deliveries(pg_days)
+    account_id, _, older = _two_deliveries(pg_days)
     shape = _Shape(statuses=("dead",), cursor=False, subscription_id=False,
                    event_type=False, event_id=False, error_kind=True)
     values = {"account_id": account_id, "error_kind": "timeout", "count": 11}

@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from sqlalchemy import Integer, Select, bindparam, exists, select, union_all
 from sqlalchemy.orm import Session, aliased
 
-from webhooks.services.reads import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
-from webhooks.services.reads import started_since_creation
+from webhooks.services.reads import (  # noqa: F401 - the statuses re-exported
+    PUBLIC_STATUSES, STORED_STATUSES, started_since_creation)
 from webhooks.storage.models import Attempt, Delivery, DeliveryStatus, Subscription
 
 from .pagination import decode_cursor, encode_cursor, older_than

@@ -20,7 +20,7 @@ from sqlalchemy.sql.functions import FunctionElement
 __all__ = ["earlier_by"]
 
 
-class earlier_by(FunctionElement):  # noqa: N801 - an SQL expression, named as SQLAlchemy's are
+class earlier_by(FunctionElement):  # lower case: an SQL expression, as SQLAlchemy names them
     """``moment`` (a timestamp expression) less ``span`` (whole seconds), as a timestamp."""
 
     type = DateTime()
