@@ -10,10 +10,10 @@ import datetime as dt
 import re
 
 import pytest
-from sqlalchemy import insert, text
+from sqlalchemy import text
 from sqlalchemy.dialects import postgresql
 
-from tests.factories import make_account, make_subscription
+from tests.factories import make_account, make_subscription, stored_delivery
 from web.dashboard import queries
 from web.delivery_list import DeliveryFilters, _Shape, _statement, delivery_page
 from webhooks.services import reads
@@ -21,7 +21,7 @@ from webhooks.storage import partitions
 from webhooks.storage.attempt_window import CLOCK_MARGIN, earliest_start
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_engine, session_scope
-from webhooks.storage.models import Attempt, Delivery, Event, new_id, utcnow
+from webhooks.storage.models import Delivery, utcnow
 
 pytestmark = pytest.mark.database
 
@@ -36,8 +36,7 @@ def _created_days(engine) -> list[partitions.Partition]:
     return [p for p in wanted if p.name in created]
 
 
-@pytest.fixture
-def days_back(any_db):
+def _with_days_back():
     """Day partitions for the ``BACK`` days before today (none on SQLite), dropped after."""
     engine = get_engine()
     created = _created_days(engine)
@@ -49,35 +48,22 @@ def days_back(any_db):
 
 
 @pytest.fixture
+def days_back(any_db):
+    """The ``BACK`` days' partitions, on both engines."""
+    yield from _with_days_back()
+
+
+@pytest.fixture
 def pg_days(db):
-    """``days_back`` on PostgreSQL only (the plan's tests)."""
-    engine = get_engine()
-    created = _created_days(engine)
-    yield engine
-    with engine.begin() as connection:
-        connection.execute(text("TRUNCATE attempts"))
-        for partition in created:
-            connection.execute(text(f"DROP TABLE {partition.name}"))
+    """The ``BACK`` days' partitions, on PostgreSQL only (the plans' tests)."""
+    yield from _with_days_back()
 
 
 def _delivery(account_id, subscription_id, created_at, starts, error_kind=None) -> Delivery:
-    """A delivery created at ``created_at`` with one attempt per time in ``starts`` (the
-    first one failed with ``error_kind``), read back."""
-    event_id, delivery_id = new_id(), new_id()
-    with session_scope() as session:
-        session.execute(insert(Event).values(
-            id=event_id, account_id=account_id, type="email.sent", version="2026-07-30",
-            idempotency_key=None, body=b"{}", created_at=created_at))
-        session.execute(insert(Delivery).values(
-            id=delivery_id, account_id=account_id, event_id=event_id,
-            subscription_id=subscription_id, event_type="email.sent", status="dead",
-            attempt_count=len(starts), next_attempt_at=None, parked=False,
-            created_at=created_at, updated_at=created_at))
-        for number, started in enumerate(starts, start=1):
-            session.execute(insert(Attempt).values(
-                delivery_id=delivery_id, number=number, started_at=started, duration_ms=10,
-                status_code=None if number == 1 and error_kind else 500, outcome="retry",
-                error_kind=error_kind if number == 1 else None))
+    """A dead delivery created at ``created_at`` with one attempt per time in ``starts``
+    (factories.stored_delivery), read back."""
+    delivery_id = stored_delivery(account_id, subscription_id, created_at, "dead", starts,
+                                  error_kind=error_kind)
     with session_scope() as session:
         found = session.get(Delivery, delivery_id)
         session.expunge(found)
