@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from webhooks.storage.db import session_scope
-from webhooks.storage.models import Subscription, new_id, utcnow
+from sqlalchemy import insert
+
+from webhooks.storage.models import Attempt, Delivery, Event, Subscription, new_id, utcnow
 from webhooks.services.audit import Actor
 from webhooks.tenants.accounts import create_account
 
@@ -62,3 +64,26 @@ class Published(list):
 
         assert outbox.flush(10), "the background publisher did not drain in 10 s"
         return self
+
+
+def stored_delivery(account_id, subscription_id, created_at, status, starts, replay_of=None,
+                    error_kind=None) -> str:
+    """A delivery created at ``created_at`` with its own event and one attempt per time in
+    ``starts`` (rows inserted as they are, whatever the day: the partitions' tests), the
+    first one failed with ``error_kind`` when given; its id."""
+    event_id, delivery_id = new_id(), new_id()
+    with session_scope() as session:
+        session.execute(insert(Event).values(
+            id=event_id, account_id=account_id, type="email.sent", version="2026-07-30",
+            idempotency_key=None, body=b"{}", created_at=created_at))
+        session.execute(insert(Delivery).values(
+            id=delivery_id, account_id=account_id, event_id=event_id,
+            subscription_id=subscription_id, event_type="email.sent", status=status,
+            attempt_count=len(starts), next_attempt_at=None, parked=False, replay_of=replay_of,
+            created_at=created_at, updated_at=created_at))
+        for number, started in enumerate(starts, start=1):
+            failed = error_kind if number == 1 else None
+            session.execute(insert(Attempt).values(
+                delivery_id=delivery_id, number=number, started_at=started, duration_ms=10,
+                status_code=None if failed else 500, outcome="retry", error_kind=failed))
+    return delivery_id

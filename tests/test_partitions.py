@@ -11,12 +11,12 @@ import threading
 import pytest
 from sqlalchemy import func, insert, select, text
 
-from tests.factories import make_account, make_subscription
+from tests.factories import make_account, make_subscription, stored_delivery
 from webhooks.lifecycle import retention
 from webhooks.storage import partition_runs, partitions
 from webhooks.storage.backends import backend_of
 from webhooks.storage.db import get_engine, session_scope
-from webhooks.storage.models import Attempt, Delivery, Event, new_id, utcnow
+from webhooks.storage.models import Attempt, Delivery, utcnow
 from webhooks.storage.scheduled_runs import Slot
 
 pytestmark = pytest.mark.database
@@ -102,7 +102,7 @@ def test_a_run_of_a_slot_another_run_has_creates_nothing(days):
 def test_a_day_whose_rows_are_in_the_default_partition_stays_there(days, caplog):
     account_id, subscription_id = _subscription()
     late = utcnow() + dt.timedelta(days=80)
-    _delivery(account_id, subscription_id, late, "done", [late])  # no partition: the default
+    stored_delivery(account_id, subscription_id, late, "done", [late])  # no partition: the default
     assert partition_runs.create_ahead(days, days_ahead=0, now=late) == []
     assert "default partition holds rows" in caplog.text
     with days.connect() as connection:
@@ -116,25 +116,6 @@ def test_a_day_whose_rows_are_in_the_default_partition_stays_there(days, caplog)
 def _subscription():
     account_id, _ = make_account()
     return account_id, make_subscription(account_id, "https://example.com/hook").id
-
-
-def _delivery(account_id, subscription_id, created_at, status, starts, replay_of=None) -> str:
-    """A delivery with its own event and one attempt per time in ``starts``."""
-    event_id, delivery_id = new_id(), new_id()
-    with session_scope() as session:
-        session.execute(insert(Event).values(
-            id=event_id, account_id=account_id, type="email.sent", version="2026-07-30",
-            idempotency_key=None, body=b"{}", created_at=created_at))
-        session.execute(insert(Delivery).values(
-            id=delivery_id, account_id=account_id, event_id=event_id,
-            subscription_id=subscription_id, event_type="email.sent", status=status,
-            attempt_count=len(starts), next_attempt_at=None, parked=False, replay_of=replay_of,
-            created_at=created_at, updated_at=created_at))
-        for number, started in enumerate(starts, start=1):
-            session.execute(insert(Attempt).values(
-                delivery_id=delivery_id, number=number, started_at=started, duration_ms=10,
-                status_code=500, outcome="retry"))
-    return delivery_id
 
 
 def _attempts_of(delivery_id) -> int:
@@ -160,20 +141,20 @@ def test_retention_drops_whole_old_days_and_keeps_younger_and_kept_rows(days):
     utc = dt.timezone.utc
     at = old_day.start.replace(tzinfo=utc)
     account_id, subscription_id = _subscription()
-    done = _delivery(account_id, subscription_id, at + dt.timedelta(hours=10), "done",
+    done = stored_delivery(account_id, subscription_id, at + dt.timedelta(hours=10), "done",
                      [at + dt.timedelta(hours=10)])
     # A retry after midnight: its second attempt in the next day's partition.
-    retried = _delivery(account_id, subscription_id, at + dt.timedelta(hours=23), "dead",
+    retried = stored_delivery(account_id, subscription_id, at + dt.timedelta(hours=23), "dead",
                         [at + dt.timedelta(hours=23), at + dt.timedelta(hours=25)])
-    pending = _delivery(account_id, subscription_id, at + dt.timedelta(hours=11), "pending",
+    pending = stored_delivery(account_id, subscription_id, at + dt.timedelta(hours=11), "pending",
                         [at + dt.timedelta(hours=11)])
-    original = _delivery(account_id, subscription_id, at + dt.timedelta(hours=12), "failed",
+    original = stored_delivery(account_id, subscription_id, at + dt.timedelta(hours=12), "failed",
                          [at + dt.timedelta(hours=12)])
-    replay = _delivery(account_id, subscription_id, now - dt.timedelta(days=1), "done",
+    replay = stored_delivery(account_id, subscription_id, now - dt.timedelta(days=1), "done",
                        [now - dt.timedelta(days=1)], replay_of=original)
     # Created on the cut-off's day but before the cut-off: waits for its day to go whole.
     same_day = cut_day.start.replace(tzinfo=utc)
-    waiting_for_its_day = _delivery(account_id, subscription_id, same_day, "done", [same_day])
+    waiting_for_its_day = stored_delivery(account_id, subscription_id, same_day, "done", [same_day])
     assert same_day < cutoff
 
     purged = retention.purge(days, retention_days=30, batch=100, now=now)
@@ -224,11 +205,11 @@ def _old_day_with_kept_rows(engine):
         backend_of(engine).create_partitions(connection, [day])
     at = day.start.replace(tzinfo=dt.timezone.utc) + dt.timedelta(hours=3)
     account_id, subscription_id = _subscription()
-    pending = _delivery(account_id, subscription_id, at, "pending",
+    pending = stored_delivery(account_id, subscription_id, at, "pending",
                         [at, at + dt.timedelta(minutes=5)])
-    original = _delivery(account_id, subscription_id, at, "failed", [at])
-    _delivery(account_id, subscription_id, utcnow(), "done", [utcnow()], replay_of=original)
-    _delivery(account_id, subscription_id, at, "done", [at])
+    original = stored_delivery(account_id, subscription_id, at, "failed", [at])
+    stored_delivery(account_id, subscription_id, utcnow(), "done", [utcnow()], replay_of=original)
+    stored_delivery(account_id, subscription_id, at, "done", [at])
     with engine.begin() as connection:  # every column of each row its own value
         connection.execute(text(
             "UPDATE attempts SET duration_ms = 7 + number, status_code = 502, "
@@ -324,7 +305,7 @@ def test_the_unique_key_holds_started_at_so_the_record_keeps_a_number_once(days)
     condition on both engines, concurrently here."""
     account_id, subscription_id = _subscription()
     now = utcnow()
-    delivery_id = _delivery(account_id, subscription_id, now, "done", [now])
+    delivery_id = stored_delivery(account_id, subscription_id, now, "done", [now])
     with days.begin() as connection:
         connection.execute(insert(Attempt).values(
             delivery_id=delivery_id, number=1, started_at=now + dt.timedelta(seconds=1),
@@ -368,7 +349,7 @@ def test_a_purge_past_its_deadline_stops_after_a_day_and_leaves_the_batches(days
         backend_of(days).create_partitions(connection, [first, second])
     account_id, subscription_id = _subscription()
     at = first.start.replace(tzinfo=dt.timezone.utc) + dt.timedelta(hours=1)
-    old = _delivery(account_id, subscription_id, at, "done", [at])
+    old = stored_delivery(account_id, subscription_id, at, "done", [at])
     retention.purge(days, retention_days=30, batch=100, now=now, deadline=0.0)
     left = _names(days)
     assert first.name not in left and second.name in left  # one day, then the deadline

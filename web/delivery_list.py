@@ -42,7 +42,8 @@ from dataclasses import dataclass
 from sqlalchemy import Integer, Select, bindparam, exists, select, union_all
 from sqlalchemy.orm import Session, aliased
 
-from webhooks.services.reads import PUBLIC_STATUSES, STORED_STATUSES  # noqa: F401 - re-exported
+from webhooks.services.reads import (  # noqa: F401 - the statuses re-exported
+    PUBLIC_STATUSES, STORED_STATUSES, started_since_creation)
 from webhooks.storage.models import Attempt, Delivery, DeliveryStatus, Subscription
 
 from .pagination import decode_cursor, encode_cursor, older_than
@@ -140,7 +141,10 @@ def _conditions(shape: _Shape) -> list:
     if shape.event_id:
         conditions.append(Delivery.event_id == bindparam("event_id"))
     if shape.error_kind:
+        # Bounded by the outer delivery's creation: PostgreSQL prunes the day partitions
+        # before it for each delivery it tests.
         conditions.append(exists().where(Attempt.delivery_id == Delivery.id,
+                                         started_since_creation(Delivery.created_at),
                                          Attempt.error_kind == bindparam("error_kind")))
     return conditions
 

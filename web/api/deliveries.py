@@ -31,9 +31,9 @@ _ONE = DeliverySchema()
 _PAGE = DeliveryListSchema()
 
 
-def _attempts_of(delivery_ids: list[str]) -> dict[str, list[Attempt]]:
+def _attempts_of(deliveries: list[Delivery]) -> dict[str, list[Attempt]]:
     """The attempts of these deliveries, in one query, by delivery id."""
-    return reads.attempts_by_delivery(db_session(), delivery_ids)
+    return reads.attempts_by_delivery(db_session(), deliveries)
 
 
 def _own(delivery_id: str) -> Delivery:
@@ -65,7 +65,7 @@ def list_page() -> Response:
         error_kind=query.get("error_kind"),
     )
     page, next_cursor = delivery_page(db_session(), current_account_id(), filters, query["limit"])
-    attempts = _attempts_of([delivery.id for delivery in page])
+    attempts = _attempts_of(page)
     return json_response(
         _PAGE,
         {
@@ -80,7 +80,7 @@ def list_page() -> Response:
 def get(delivery_id: str) -> Response:
     read_snapshot()  # the row and its attempts as of one moment
     delivery = _own(delivery_id)
-    attempts = _attempts_of([delivery.id])[delivery.id]
+    attempts = _attempts_of([delivery])[delivery.id]
     return json_response(_ONE, delivery_resource(delivery, attempts))
 
 

@@ -110,12 +110,9 @@ def subscription_labels(session: Session, account_id: str, ids) -> dict[str, tup
     return {row.id: (row.url, row.deleted_at is not None) for row in rows}
 
 
-def attempts_of(session: Session, delivery_id: str) -> list[Attempt]:
-    return list(
-        session.scalars(
-            select(Attempt).where(Attempt.delivery_id == delivery_id).order_by(Attempt.number)
-        )
-    )
+def attempts_of(session: Session, delivery: Delivery) -> list[Attempt]:
+    """The delivery's attempts in order (the API's read: bounded by its creation)."""
+    return reads.attempts_by_delivery(session, [delivery])[delivery.id]
 
 
 def replays_of(session: Session, account_id: str, delivery_id: str) -> list[Delivery]:

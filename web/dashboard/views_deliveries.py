@@ -98,7 +98,7 @@ def delivery(delivery_id: str):
         "dashboard/delivery.html",
         delivery=found,
         status=shown,
-        attempts=queries.attempts_of(session, found.id),
+        attempts=queries.attempts_of(session, found),
         replays=replays,
         public_status=queries.public_status,
         subscription_url=url,

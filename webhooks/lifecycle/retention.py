@@ -63,6 +63,7 @@ from sqlalchemy.orm import aliased
 
 from webhooks.lifecycle import ordering, transitions
 from webhooks.storage import partitions, scheduled_runs
+from webhooks.storage.attempt_window import earliest_start
 from webhooks.storage.backends import backend_of
 from webhooks.storage.models import (Account, Attempt, AttemptHour, AuditEntry, Delivery,
                                      DeliveryStatus, Event, NoticeBudget, OrderingKey,
@@ -77,10 +78,6 @@ log = logging.getLogger("webhooks.retention")  # its name from before the move: 
 #: The statuses retention may delete; every other one is kept whatever its age.
 FINISHED = (DeliveryStatus.DONE.value, DeliveryStatus.FAILED.value, DeliveryStatus.DEAD.value)
 UNFINISHED = tuple(status.value for status in DeliveryStatus if status.value not in FINISHED)
-#: How long before its delivery's creation an attempt may start, at most (the clocks of
-#: two hosts): the row path looks for a batch's attempts from then on only, so that
-#: PostgreSQL skips the day partitions before it.
-_CLOCK_MARGIN = dt.timedelta(days=1)
 
 
 @dataclass
@@ -351,9 +348,11 @@ def _delivery_batch(connection: Connection, account_id: str, status: str,
     if not rows:
         return Purged(), False, None, 0
     ids = [row.id for row in rows]
+    # From the batch's oldest creation less the clocks' margin only: PostgreSQL skips the
+    # day partitions before it.
     attempts = connection.execute(delete(Attempt).where(
         Attempt.delivery_id.in_(ids),
-        Attempt.started_at >= rows[0].created_at - _CLOCK_MARGIN)).rowcount
+        Attempt.started_at >= earliest_start(rows[0].created_at))).rowcount
     gone = transitions.delete_deliveries(connection, ids)
     event_ids = sorted({row.event_id for row in gone})
     events = connection.execute(
