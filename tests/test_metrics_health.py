@@ -143,14 +143,28 @@ def test_every_metric_is_named_webhooks_and_reads_zero_on_an_empty_database(clie
     assert samples["webhooks_attempt_duration_seconds_count"][()] == 0
 
 
+def _by_subscription(delivery_ids, *subscription_ids) -> tuple[str, ...]:
+    """The deliveries ``delivery_ids`` of these subscriptions, in the subscriptions' order."""
+    from sqlalchemy import select
+
+    from webhooks.storage.models import Delivery
+
+    with session_scope() as session:
+        of = dict(session.execute(select(Delivery.subscription_id, Delivery.id)
+                                  .where(Delivery.id.in_(delivery_ids))).all())
+    return tuple(of[subscription_id] for subscription_id in subscription_ids)
+
+
 def test_metrics_read_the_database_at_scrape_time(client, no_publish):
     from tests.api.helpers import new_caller
 
     account_id = new_caller("acme").account_id
-    make_subscription(account_id, "https://a.example.com/in")
+    active = make_subscription(account_id, "https://a.example.com/in")
     paused = make_subscription(account_id, "https://b.example.com/in")
-    _, (done_id, held_id) = emit(account_id)
-    _, (overdue_id, _other) = emit(account_id)
+    # Each event's deliveries by subscription: emit returns them in the order it found
+    # the subscriptions, which follows the table's layout, not their creation.
+    done_id, held_id = _by_subscription(emit(account_id)[1], active, paused)
+    overdue_id, _other = _by_subscription(emit(account_id)[1], active, paused)
     pause_subscription(paused)  # holds the pending deliveries of `paused`
     set_delivery(overdue_id, next_attempt_at=utcnow() - dt.timedelta(seconds=90))
     set_delivery(done_id, status="done", attempt_count=1)
