@@ -28,16 +28,17 @@ floor against writes that no design meeting the spec can go below:
   shares them under load (emit still commits each event, as the floor does).
 
 Each variant writes ``--deliveries`` deliveries a round, the variants' order
-turning each round. Prints, per delivery and per round: the backend's CPU
-(``/proc`` of the connection's server process, microseconds; the floor commits
-twice a delivery, ``once`` and ``least`` once, ``least_claimed`` three times),
-the WAL of this
-database's records and their commit records (``pg_waldump``, bytes, full-page
-images included as they fall), and each variant's ratio to the floor of the same
-round. Needs PostgreSQL on this machine (pg_waldump and the WAL directory
-readable: run as root or postgres). The database (default
-``webhooks_bench_write_bound``, ``WEBHOOKS_DATABASE_URL`` overrides; its name must
-contain ``bench``) is made and migrated if missing; drop it afterwards.
+turning each round. Prints, per delivery, each round's figures and then each
+variant's medians with the median of its ratios to the floor of the same round:
+the backend's CPU (``/proc`` of the connection's server process, microseconds;
+the floor commits twice a delivery, ``once`` and ``least`` once,
+``least_claimed`` three times) and the WAL of this database's records and their
+commit records (``pg_waldump``, bytes, full-page images included as they fall).
+``--body-bytes`` pads the event's body, to see how the ratios move with its size.
+Needs PostgreSQL on this machine (pg_waldump and the WAL directory readable: run
+as root or postgres). The database (default ``webhooks_bench_write_bound``,
+``WEBHOOKS_DATABASE_URL`` overrides; its name must contain ``bench``) is made and
+migrated if missing; drop it afterwards.
 """
 
 from __future__ import annotations
@@ -58,7 +59,6 @@ from .ceiling_app import create_rows_table, mark_delivered, prebuilt_body, store
 from .resources import database_counters, process_cpu_s, wal_bytes_of  # noqa: E402
 from .seed import EVENT_TYPE, make_target  # noqa: E402
 
-VARIANTS = ("floor", "once", "least", "least_claimed", "least_grouped")
 GROUP = 8  # deliveries a claim and a record commit share in ``least_grouped``
 
 # The least the history can be: the three tables again, every id a uuid, and only the
@@ -66,7 +66,8 @@ GROUP = 8  # deliveries a claim and a record commit share in ``least_grouped``
 # when it has one); the delivery by id, by event, and the delivery list's three (by account,
 # subscription and type, each with status and the keyset order); the attempts by delivery.
 # No index for retention (time partitions would drop whole days), no foreign key to the
-# accounts or subscriptions (whose row locks the service pays at emit).
+# accounts or subscriptions (whose row locks the service pays at emit). bound_states: the
+# unfinished delivery's narrow state row of least_claimed and least_grouped.
 _LEAST_TABLES = """
 DROP TABLE IF EXISTS bound_attempts, bound_deliveries, bound_events;
 CREATE TABLE bound_events (
@@ -93,10 +94,11 @@ CREATE TABLE bound_states (
     claimed_at timestamp) WITH (fillfactor = 50);
 """
 
-# One finished delivery in one transaction; $1 event id, $2 delivery id, $3 account,
-# $4 subscription, $5 body. "now() at time zone 'utc'": the service stores naive UTC.
+# The event, and the finished delivery with its attempt, in the service's tables ("once")
+# and in the least ones; $1 event id, $2 delivery id, $3 account, $4 subscription, $5 body.
+# "now() at time zone 'utc'": the service stores naive UTC.
 _ONCE = {
-    "once": ("""
+    "once": """
 PREPARE bound_event (text, text, text, text, bytea) AS
   INSERT INTO events (id, account_id, type, version, idempotency_key, body, created_at)
   VALUES ($1, $3, '{type}', '2026-07-30', NULL, $5, now() at time zone 'utc');
@@ -108,8 +110,8 @@ PREPARE bound_delivery (text, text, text, text) AS
 PREPARE bound_attempt (text) AS
   INSERT INTO attempts (delivery_id, number, started_at, duration_ms, status_code, outcome)
   VALUES ($1, 1, now() at time zone 'utc', 12, 200, 'success');
-"""),
-    "least": ("""
+""",
+    "least": """
 PREPARE bound_event (uuid, uuid, uuid, uuid, bytea) AS
   INSERT INTO bound_events (id, account_id, type, version, body, created_at)
   VALUES ($1, $3, '{type}', '2026-07-30', $5, now() at time zone 'utc');
@@ -120,7 +122,7 @@ PREPARE bound_delivery (uuid, uuid, uuid, uuid) AS
 PREPARE bound_attempt (uuid) AS
   INSERT INTO bound_attempts (delivery_id, number, started_at, duration_ms, status_code, outcome)
   VALUES ($1, 1, now() at time zone 'utc', 12, 200, 'success');
-"""),
+""",
 }
 
 
@@ -136,71 +138,85 @@ PREPARE bound_settle_all (uuid[]) AS DELETE FROM bound_states WHERE id = ANY($1)
 """
 
 
-def _write_floor(connection, count: int, body: bytes) -> None:
+def _write_floor(connection, count: int, body: bytes, _target) -> None:
     for _ in range(count):
         delivery_id = str(uuid.uuid4())
         store_row(connection, delivery_id, body)
         mark_delivered(connection, delivery_id)
 
 
-def _write_once(connection, count: int, body: bytes, account_id: str, subscription_id: str) -> None:
+def _new_ids(target) -> tuple[str, str, str, str]:
+    """A new event's and delivery's ids, with the target's account and subscription: the
+    four ids every prepared statement here takes in this order ($1 to $4)."""
+    return (str(uuid.uuid4()), str(uuid.uuid4()), *target)
+
+
+def _emit(cursor, ids, body: bytes, *, state: bool) -> None:
+    """The event with its body; and, with ``state``, the unfinished delivery's state row."""
+    cursor.execute("EXECUTE bound_event (%s, %s, %s, %s, %s)", (*ids, body))
+    if state:
+        event_id, delivery_id, _, subscription_id = ids
+        cursor.execute("EXECUTE bound_state (%s, %s, %s)", (event_id, delivery_id,
+                                                             subscription_id))
+
+
+def _finish(cursor, ids) -> None:
+    """The delivery's finished history row and its one attempt."""
+    cursor.execute("EXECUTE bound_delivery (%s, %s, %s, %s)", ids)
+    cursor.execute("EXECUTE bound_attempt (%s)", (ids[1],))
+
+
+def _write_once(connection, count: int, body: bytes, target) -> None:
     with connection.cursor() as cursor:
         for _ in range(count):
-            event_id, delivery_id = str(uuid.uuid4()), str(uuid.uuid4())
-            cursor.execute("EXECUTE bound_event (%s, %s, %s, %s, %s)",
-                           (event_id, delivery_id, account_id, subscription_id, body))
-            cursor.execute("EXECUTE bound_delivery (%s, %s, %s, %s)",
-                           (event_id, delivery_id, account_id, subscription_id))
-            cursor.execute("EXECUTE bound_attempt (%s)", (delivery_id,))
+            ids = _new_ids(target)
+            _emit(cursor, ids, body, state=False)
+            _finish(cursor, ids)
             connection.commit()
 
 
-def _write_claimed(connection, count: int, body: bytes, account_id: str,
-                   subscription_id: str) -> None:
+def _write_claimed(connection, count: int, body: bytes, target) -> None:
     with connection.cursor() as cursor:
         for _ in range(count):
-            event_id, delivery_id = str(uuid.uuid4()), str(uuid.uuid4())
-            ids = (event_id, delivery_id, account_id, subscription_id)
-            cursor.execute("EXECUTE bound_event (%s, %s, %s, %s, %s)", (*ids, body))
-            cursor.execute("EXECUTE bound_state (%s, %s, %s)", (event_id, delivery_id,
-                                                                 subscription_id))
+            ids = _new_ids(target)
+            _emit(cursor, ids, body, state=True)
             connection.commit()  # emit
-            cursor.execute("EXECUTE bound_claim (%s)", (delivery_id,))
+            cursor.execute("EXECUTE bound_claim (%s)", (ids[1],))
             connection.commit()  # the claim, before the POST
-            cursor.execute("EXECUTE bound_delivery (%s, %s, %s, %s)", ids)
-            cursor.execute("EXECUTE bound_attempt (%s)", (delivery_id,))
-            cursor.execute("EXECUTE bound_settle (%s)", (delivery_id,))
+            _finish(cursor, ids)
+            cursor.execute("EXECUTE bound_settle (%s)", (ids[1],))
             connection.commit()  # the record
 
 
-def _write_grouped(connection, count: int, body: bytes, account_id: str,
-                   subscription_id: str) -> None:
+def _write_grouped(connection, count: int, body: bytes, target) -> None:
     with connection.cursor() as cursor:
         for start in range(0, count, GROUP):
-            group = [(str(uuid.uuid4()), str(uuid.uuid4()))
-                     for _ in range(min(GROUP, count - start))]
-            for event_id, delivery_id in group:
-                cursor.execute("EXECUTE bound_event (%s, %s, %s, %s, %s)",
-                               (event_id, delivery_id, account_id, subscription_id, body))
-                cursor.execute("EXECUTE bound_state (%s, %s, %s)",
-                               (event_id, delivery_id, subscription_id))
+            group = [_new_ids(target) for _ in range(min(GROUP, count - start))]
+            for ids in group:
+                _emit(cursor, ids, body, state=True)
                 connection.commit()  # each emit
-            delivery_ids = [delivery_id for _, delivery_id in group]
+            delivery_ids = [ids[1] for ids in group]
             cursor.execute("EXECUTE bound_claim_all (%s::uuid[])", (delivery_ids,))
             connection.commit()  # the group's claims, before the POSTs
-            for event_id, delivery_id in group:
-                cursor.execute("EXECUTE bound_delivery (%s, %s, %s, %s)",
-                               (event_id, delivery_id, account_id, subscription_id))
-                cursor.execute("EXECUTE bound_attempt (%s)", (delivery_id,))
+            for ids in group:
+                _finish(cursor, ids)
             cursor.execute("EXECUTE bound_settle_all (%s::uuid[])", (delivery_ids,))
             connection.commit()  # the group's records
 
 
-def _prepare(connection, variant: str) -> None:
-    """Make this connection's prepared statements those of ``variant``."""
-    statements = {"once": _ONCE["once"], "least": _ONCE["least"],
-                  "least_claimed": _ONCE["least"] + _STATE,
-                  "least_grouped": _ONCE["least"] + _STATE}.get(variant)
+# Each variant: its prepared statements (None: the floor's plain ones), and its writer.
+_VARIANTS = {
+    "floor": (None, _write_floor),
+    "once": (_ONCE["once"], _write_once),
+    "least": (_ONCE["least"], _write_once),
+    "least_claimed": (_ONCE["least"] + _STATE, _write_claimed),
+    "least_grouped": (_ONCE["least"] + _STATE, _write_grouped),
+}
+VARIANTS = tuple(_VARIANTS)
+
+
+def _prepare(connection, statements: str | None) -> None:
+    """Make this connection's prepared statements ``statements``."""
     with connection.cursor() as cursor:
         cursor.execute("DEALLOCATE ALL")
         if statements:
@@ -211,18 +227,12 @@ def _prepare(connection, variant: str) -> None:
 def _measure(connection, meter, database: str, variant: str, count: int, body: bytes,
              target) -> dict:
     """One leg of ``variant``: backend CPU (us) and WAL (bytes) per delivery."""
-    _prepare(connection, variant)
+    statements, write = _VARIANTS[variant]
+    _prepare(connection, statements)
     backend = connection.get_backend_pid()
     before = database_counters(meter, database)
     cpu = process_cpu_s(backend)
-    if variant == "floor":
-        _write_floor(connection, count, body)
-    elif variant == "least_claimed":
-        _write_claimed(connection, count, body, *target)
-    elif variant == "least_grouped":
-        _write_grouped(connection, count, body, *target)
-    else:
-        _write_once(connection, count, body, *target)
+    write(connection, count, body, target)
     cpu = process_cpu_s(backend) - cpu
     after = database_counters(meter, database)
     wal = wal_bytes_of(meter, before["oid"], before["lsn"], after["lsn"])
@@ -259,7 +269,7 @@ def main(argv=None) -> int:
     body = _padded(prebuilt_body(), args.body_bytes)
     meter = create_engine(url, isolation_level="AUTOCOMMIT").connect()
     targets = {"floor": None, "once": target_text, "least": target_least,
-               "least_claimed": target_least, "least_grouped": target_least}
+               "least_claimed": target_least, "least_grouped": target_least}  # by variant
     print(f"{args.rounds} rounds of {args.deliveries} deliveries a variant; body {len(body)} B; "
           f"per delivery: backend CPU us, WAL B (this database's records)")
     results: dict[str, list[dict]] = {name: [] for name in VARIANTS}
