@@ -212,11 +212,13 @@ def truncate(engine, tables: str, tries: int = 20) -> None:
 
 def _reset(engine, statements: list[str], tries: int) -> None:
     """Run ``statements`` in one transaction that may purge the audit log; again, up to
-    ``tries`` times, while PostgreSQL makes it a deadlock's victim."""
+    ``tries`` times, while PostgreSQL rolls it back as a conflict's victim (a deadlock:
+    storage/conflicts.py, the rule the attempt path runs its transactions again by)."""
     from sqlalchemy import text
     from sqlalchemy.exc import OperationalError
 
     from webhooks.storage.backends import backend_of
+    from webhooks.storage.conflicts import rolled_back_by_conflict
 
     for attempt in range(1, tries + 1):
         try:
@@ -230,6 +232,6 @@ def _reset(engine, statements: list[str], tries: int) -> None:
                         connection.execute(text(statement))
             return
         except OperationalError as error:
-            if getattr(error.orig, "pgcode", None) != "40P01" or attempt == tries:  # deadlock_detected
+            if not rolled_back_by_conflict(error) or attempt == tries:
                 raise
             time.sleep(0.05 * attempt)
